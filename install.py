@@ -1,0 +1,57 @@
+"""Swapline install hook (run by ComfyUI-Manager and by scripts/setup.sh).
+
+Idempotent, offline, never calls pip. It creates the model folders Swapline reads from, warns
+when both onnxruntime builds are installed, and lists which known models are present.
+"""
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from swapline_core.model_catalog import KNOWN_MODELS, MODEL_FOLDERS  # noqa: E402
+
+
+def comfy_models_dir() -> Path:
+    """The models folder of the ComfyUI this pack sits in (custom_nodes/<pack>/../../models)."""
+    env = os.environ.get("SWAPLINE_MODELS_DIR")
+    if env:
+        return Path(env)
+    return HERE.parent.parent / "models" if HERE.parent.name == "custom_nodes" else Path.cwd() / "models"
+
+
+def onnxruntime_conflict() -> str | None:
+    have = []
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            have.append(f"{dist} {md.version(dist)}")
+        except md.PackageNotFoundError:
+            pass
+    if len(have) < 2:
+        return None
+    return ("both " + " and ".join(have) + " are installed; they overwrite each other's files. Fix: "
+            "pip uninstall -y onnxruntime onnxruntime-gpu && pip install onnxruntime-gpu  "
+            "(or onnxruntime for CPU only)")
+
+
+def main() -> int:
+    models = comfy_models_dir()
+    for sub in MODEL_FOLDERS:
+        (models / sub).mkdir(parents=True, exist_ok=True)
+    print(f"[Swapline] model folders ready under {models}")
+    warn = onnxruntime_conflict()
+    if warn:
+        print(f"[Swapline] WARNING: {warn}")
+    for m in KNOWN_MODELS:
+        path = models / m.folder / m.filename
+        state = "present" if path.exists() else "missing (optional)"
+        print(f"[Swapline]   {m.folder}/{m.filename}: {state}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""The two model roles every backend implements: analysers (find + describe faces) and swappers.
+
+Backends: InsightFace packs and the built-in pip-shipped models for analysis; INSwapper-style
+ONNX and the classical landmark warp for swapping. Stages above (selection, tracking, paste-back,
+QA) talk only to these interfaces, so each backend stays a small module of its own.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .faces import Face, SourceIdentity
+
+
+class FaceAnalyzer(ABC):
+    name: str = "analyzer"
+    recognizer_name: str = "none"
+    embedding_dim: int = 0
+    supports_landmarks: bool = False
+
+    def __init__(self) -> None:
+        self.providers: dict[str, list[str]] = {}   # session name -> providers it really got
+
+    @abstractmethod
+    def detect(self, images: Sequence[np.ndarray]) -> list[list[Face]]:
+        """Boxes, five keypoints and scores for each image, best score first."""
+
+    @abstractmethod
+    def embed(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+        """Fill ``face.embedding`` (L2-normalised) for every face, batched across images."""
+
+    def landmarks68(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+        """Fill ``face.landmarks`` with 68 points; backends without them raise."""
+        raise NotImplementedError(f"the {self.name} analyzer has no 68-point landmark model")
+
+    def model_files(self) -> list[tuple[str, str]]:
+        """(role, path) of every weight file used, for provenance and cache keys."""
+        return []
+
+
+@dataclass
+class SwapPatch:
+    """A swapped face as a patch: ``pixels`` replaces the frame inside ``region`` by ``mask``."""
+    region: tuple[int, int, int, int]     # x0, y0, x1, y1 (clipped to the frame)
+    pixels: np.ndarray                    # (h, w, 3) float32 in 0..255
+    mask: np.ndarray                      # (h, w) float32 in 0..1; 0 leaves the frame untouched
+    info: dict = field(default_factory=dict)
+
+
+class FaceSwapper(ABC):
+    name: str = "swapper"
+    needs_landmarks: bool = False         # True: target and source faces need ``landmarks``
+
+    @abstractmethod
+    def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
+             source: SourceIdentity) -> list[list[SwapPatch]]:
+        """One patch per given face, per image; batched across all faces where possible."""
+
+    def model_files(self) -> list[tuple[str, str]]:
+        return []
