@@ -95,3 +95,27 @@ def as_rgb_uint8(image: np.ndarray) -> np.ndarray:
     elif a.shape[2] != 3:
         raise ValueError(f"expected 1, 3 or 4 channels, got {a.shape[2]}")
     return np.ascontiguousarray(a)
+
+
+@dataclass
+class FaceSet:
+    """Per-frame faces as they flow between nodes (the SWAPLINE_FACES socket).
+
+    ``analyzer`` is the live analyzer object, so later stages (embeddings for QA, 68-point
+    landmarks for the classical swapper) reuse the same models without a second loader.
+    """
+    frames: list[FrameFaces]
+    analyzer: object = None
+    selection: str = "all detected"
+    similarities: list[list[float | None]] = field(default_factory=list)
+
+    def counts(self) -> list[int]:
+        return [len(f.faces) for f in self.frames]
+
+    def to_json(self) -> dict:
+        return {"analyzer": getattr(self.analyzer, "name", None), "selection": self.selection,
+                "frames": [{"index": fr.index, "status": fr.status,
+                            "faces": [f.to_json() for f in fr.faces],
+                            **({"similarity": [None if s is None else round(s, 4) for s in self.similarities[k]]}
+                               if k < len(self.similarities) else {})}
+                           for k, fr in enumerate(self.frames)]}

@@ -1,0 +1,37 @@
+"""Swapline's ComfyUI extension: collects the node classes of each capability module.
+
+A capability whose backend fails to import (say dlib is missing) is logged in one line and
+left out; the other nodes still load.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+
+from comfy_api.latest import ComfyExtension, io
+
+from . import model_paths
+
+log = logging.getLogger("swapline")
+
+MODULES = {
+    "analysis": ("AnalyzerLoader", "DetectFaces", "SelectFaces", "AlignFaces"),
+    "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
+    "swap": ("SwapperLoader", "SwapFaces"),
+}
+
+
+class SwaplineExtension(ComfyExtension):
+    async def on_load(self) -> None:
+        model_paths.register()
+
+    async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        model_paths.register()
+        nodes: list[type[io.ComfyNode]] = []
+        for module, names in MODULES.items():
+            try:
+                mod = importlib.import_module(f".{module}", __name__)
+                nodes.extend(getattr(mod, n) for n in names)
+            except Exception as exc:  # one broken optional backend must not take every node down
+                log.error("[Swapline] %s nodes disabled: %s: %s", module, type(exc).__name__, exc)
+        return nodes

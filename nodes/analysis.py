@@ -1,0 +1,210 @@
+"""Face analysis nodes: load an analyzer, detect, select and align faces."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from comfy_api.latest import io, ui
+
+from ..swapline_core import align as core_align
+from ..swapline_core import select as core_select
+from ..swapline_core.errors import NoFaceError
+from ..swapline_core.faces import FaceSet, FrameFaces
+from ..swapline_core.model_cache import cached
+from ..swapline_core.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.paste import crop_mask
+from ..swapline_core.preview import draw_faces
+from . import model_paths
+from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
+from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
+
+BUILTIN = "builtin (MTCNN + dlib, no download)"
+NO_FACE_POLICIES = ("pass through", "raise")
+
+
+def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_thresh: float = 0.5):
+    if pack == BUILTIN:
+        from ..swapline_core.builtin_analyzer import BuiltinAnalyzer
+
+        return cached("builtin-analyzer", "", (det_thresh,), lambda: BuiltinAnalyzer(det_thresh=max(det_thresh, 0.5)))
+    from ..swapline_core.insightface_backend import InsightFaceAnalyzer
+
+    path = model_paths.resolve_pack(pack)
+    return cached("insightface-analyzer", path, (provider, det_size, det_thresh),
+                  lambda: InsightFaceAnalyzer(path, provider, det_size, det_thresh))
+
+
+class AnalyzerLoader(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineAnalyzerLoader",
+            display_name="Load Face Analyzer (Swapline)",
+            category=f"{CATEGORY}/loaders",
+            description="Loads a face analyzer: an InsightFace pack from models/insightface/models/<pack> "
+                        "(buffalo_l, antelopev2, ...) or the built-in analyzer made only of models that "
+                        "ship inside pip packages (works with nothing downloaded).",
+            inputs=[
+                io.Combo.Input("pack", options=[BUILTIN] + model_paths.analysis_packs(), default=BUILTIN,
+                               tooltip="Analysis pack folder under models/insightface/models, or the built-in analyzer."),
+                io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
+                               tooltip="ONNX Runtime execution provider. The provider each session really got is reported."),
+                io.Int.Input("det_size", default=640, min=160, max=1280, step=32,
+                             tooltip="Detector input size (square). 640 is the classic InsightFace setting."),
+                io.Float.Input("det_thresh", default=0.5, min=0.05, max=0.99, step=0.01,
+                               tooltip="Minimum detection score for a face to count."),
+            ],
+            outputs=[io.Custom("SWAPLINE_ANALYZER").Output(display_name="analyzer"),
+                     io.String.Output(display_name="providers")],
+        )
+
+    @classmethod
+    def execute(cls, pack, provider, det_size, det_thresh) -> io.NodeOutput:
+        analyzer = load_analyzer(pack, provider, det_size, det_thresh)
+        report = json.dumps({"analyzer": analyzer.name, "recognizer": analyzer.recognizer_name,
+                             "providers": analyzer.providers}, indent=1)
+        return io.NodeOutput(analyzer, report, ui=ui.PreviewText(report))
+
+
+def detect(analyzer, frames: list[np.ndarray], embeddings: bool, landmarks: bool,
+           first_index: int = 0) -> list[FrameFaces]:
+    found = analyzer.detect(frames)
+    if embeddings and analyzer.embedding_dim:
+        analyzer.embed(frames, found)
+    if landmarks and analyzer.supports_landmarks:
+        analyzer.landmarks68(frames, found)
+    return [FrameFaces(first_index + i, fs, f.shape[1], f.shape[0]) for i, (f, fs) in enumerate(zip(frames, found))]
+
+
+def apply_no_face_policy(faceset: FaceSet, policy: str) -> None:
+    missing = [fr.index for fr in faceset.frames if not fr.faces]
+    if missing and policy == "raise":
+        raise NoFaceError(f"no face found in frame(s) {missing[:20]}{' ...' if len(missing) > 20 else ''}; "
+                          "set no_face to 'pass through' to keep such frames unchanged")
+
+
+class DetectFaces(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineDetectFaces",
+            display_name="Detect Faces (Swapline)",
+            category=f"{CATEGORY}/faces",
+            description="Detects faces in an image batch: boxes, five keypoints, scores and (on demand) "
+                        "identity embeddings and 68-point landmarks. Frames without a face get an explicit "
+                        "'no_face' record; no frame is ever dropped.",
+            inputs=[
+                io.Image.Input("images", tooltip="Image batch (RGB, RGBA or grayscale)."),
+                io.Custom("SWAPLINE_ANALYZER").Input("analyzer", tooltip="From Load Face Analyzer."),
+                io.Boolean.Input("embeddings", default=True,
+                                 tooltip="Compute identity embeddings (needed to select faces by identity)."),
+                io.Boolean.Input("landmarks", default=False,
+                                 tooltip="Compute 68-point landmarks where the analyzer has them (the classical swapper computes them itself when needed)."),
+                io.Combo.Input("no_face", options=list(NO_FACE_POLICIES), default="pass through",
+                               tooltip="What to do when a frame has no face: keep it (recorded as no_face) or stop with an error."),
+            ],
+            outputs=[io.Custom("SWAPLINE_FACES").Output(display_name="faces"),
+                     io.Image.Output(display_name="preview"),
+                     io.String.Output(display_name="report")],
+        )
+
+    @classmethod
+    def execute(cls, images, analyzer, embeddings, landmarks, no_face) -> io.NodeOutput:
+        frames = to_arrays(images)
+        pbar, result = progress(len(frames)), []
+        for s in range(0, len(frames), 8):
+            check_interrupt()
+            result += detect(analyzer, frames[s:s + 8], embeddings, landmarks, s)
+            pbar.update(len(frames[s:s + 8]))
+        faceset = FaceSet(result, analyzer)
+        apply_no_face_policy(faceset, no_face)
+        preview = to_image([draw_faces(f, fr.faces) for f, fr in zip(frames, result)])
+        report = json.dumps(faceset.to_json())
+        return io.NodeOutput(faceset, preview, report, ui=ui.PreviewImage(preview, cls=cls))
+
+
+class SelectFaces(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineSelectFaces",
+            display_name="Select Faces (Swapline)",
+            category=f"{CATEGORY}/faces",
+            description="Chooses which detected faces to swap. 'identity' (default) keeps faces whose "
+                        "embedding matches the reference face model: robust on video, unlike an index.",
+            inputs=[
+                io.Custom("SWAPLINE_FACES").Input("faces", tooltip="From Detect Faces."),
+                io.Combo.Input("mode", options=list(core_select.MODES), default="identity",
+                               tooltip="identity: similarity to the reference; largest; index / reading_order: the indices below; all; gender_*: where the pack predicts gender."),
+                io.Custom("SWAPLINE_FACE_MODEL").Input("reference", optional=True,
+                                                       tooltip="Face model of the person to select (identity mode)."),
+                io.Float.Input("threshold", default=0.35, min=-1.0, max=1.0, step=0.01,
+                               tooltip="Minimum cosine similarity to the reference for identity mode."),
+                io.String.Input("indices", default="0", tooltip="Comma list or ranges, e.g. '0,2-3' (index and reading_order modes)."),
+                io.Int.Input("max_faces", default=1, min=0, max=64, tooltip="At most this many faces per frame (0 = no limit)."),
+                io.Image.Input("images", optional=True, tooltip="The detected images, to draw a preview of the selection."),
+            ],
+            outputs=[io.Custom("SWAPLINE_FACES").Output(display_name="selected"),
+                     io.String.Output(display_name="similarities")],
+        )
+
+    @classmethod
+    def execute(cls, faces, mode, threshold, indices, max_faces, reference=None, images=None) -> io.NodeOutput:
+        ref = None if reference is None else reference.embedding
+        if ref is not None and faces.frames and any(f.embedding is None for fr in faces.frames for f in fr.faces):
+            raise ValueError("the faces have no embeddings: enable 'embeddings' on Detect Faces")
+        if ref is not None and reference.recognizer != getattr(faces.analyzer, "recognizer_name", reference.recognizer):
+            raise ValueError(f"the reference face model was made with '{reference.recognizer}' but the faces "
+                             f"were embedded by '{faces.analyzer.recognizer_name}': rebuild the face model with the same analyzer")
+        frames, sims, chosen_all = [], [], []
+        for fr in faces.frames:
+            chosen, s = core_select.select(fr.faces, mode, ref, threshold, indices, max_faces)
+            frames.append(FrameFaces(fr.index, [fr.faces[i] for i in chosen], fr.width, fr.height))
+            sims.append(s)
+            chosen_all.append(chosen)
+        out = FaceSet(frames, faces.analyzer, selection=mode, similarities=[[s[i] for i in c] for s, c in zip(sims, chosen_all)])
+        report = json.dumps([{"frame": fr.index, "selected": c, "similarity": [None if v is None else round(v, 4) for v in s]}
+                             for fr, c, s in zip(faces.frames, chosen_all, sims)])
+        if images is not None:
+            arrays = to_arrays(images)
+            preview = to_image([draw_faces(a, fr.faces, c, s) for a, fr, c, s in zip(arrays, faces.frames, chosen_all, sims)])
+            return io.NodeOutput(out, report, ui=ui.PreviewImage(preview, cls=cls))
+        return io.NodeOutput(out, report)
+
+
+class AlignFaces(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineAlignFaces",
+            display_name="Align Faces (Swapline)",
+            category=f"{CATEGORY}/faces",
+            description="Aligned face crops on the ArcFace (or FFHQ) template by a least-squares similarity "
+                        "transform, the transforms back to each frame, and soft face masks.",
+            inputs=[
+                io.Image.Input("images", tooltip="The images the faces were detected in."),
+                io.Custom("SWAPLINE_FACES").Input("faces", tooltip="Detected or selected faces."),
+                io.Combo.Input("size", options=[str(s) for s in core_align.CROP_SIZES], default="512",
+                               tooltip="Crop size in pixels."),
+                io.Combo.Input("template", options=["arcface", "ffhq"], default="arcface",
+                               tooltip="arcface: what swappers/recognizers expect; ffhq: what GFPGAN-style restorers expect."),
+            ],
+            outputs=[io.Image.Output(display_name="crops"), io.Custom("SWAPLINE_FACE_TRANSFORMS").Output(display_name="transforms"),
+                     io.Mask.Output(display_name="masks")],
+        )
+
+    @classmethod
+    def execute(cls, images, faces, size, template) -> io.NodeOutput:
+        size = int(size)
+        arrays = to_arrays(images)
+        crops, transforms = [], []
+        for fr in faces.frames:
+            if fr.faces and fr.index < len(arrays):
+                c, m = core_align.warp_crops(arrays[fr.index], fr.faces, size, template)
+                crops.extend(c)
+                transforms.extend({"frame": fr.index, "face": j, "matrix": m[j], "size": size, "template": template,
+                                   "frame_hw": arrays[fr.index].shape[:2]} for j in range(len(c)))
+        if not crops:
+            raise NoFaceError("no faces to align: every frame is 'no_face' (check detection and selection)")
+        mask = crop_mask(size, "ellipse")
+        return io.NodeOutput(to_image(crops), transforms, to_mask([mask] * len(crops)))

@@ -1,0 +1,13 @@
+"""Swapline's custom ComfyUI socket types (all prefixed SWAPLINE_)."""
+from comfy_api.latest import io
+
+Analyzer = io.Custom("SWAPLINE_ANALYZER")
+Swapper = io.Custom("SWAPLINE_SWAPPER")
+Restorer = io.Custom("SWAPLINE_RESTORER")
+Faces = io.Custom("SWAPLINE_FACES")
+FaceModel = io.Custom("SWAPLINE_FACE_MODEL")
+Transforms = io.Custom("SWAPLINE_FACE_TRANSFORMS")
+Frames = io.Custom("SWAPLINE_FRAMES")
+QAReport = io.Custom("SWAPLINE_QA")
+
+CATEGORY = "Swapline"
