@@ -18,6 +18,7 @@ MODULES = {
     "analysis": ("AnalyzerLoader", "DetectFaces", "SelectFaces", "AlignFaces"),
     "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
     "swap": ("SwapperLoader", "SwapFaces"),
+    "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage"),
 }
 
 

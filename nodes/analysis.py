@@ -15,7 +15,7 @@ from ..swapline_core.onnx_sessions import PROVIDER_CHOICES
 from ..swapline_core.paste import crop_mask
 from ..swapline_core.preview import draw_faces
 from . import model_paths
-from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
+from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
@@ -26,7 +26,9 @@ def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_th
     if pack == BUILTIN:
         from ..swapline_core.builtin_analyzer import BuiltinAnalyzer
 
-        return cached("builtin-analyzer", "", (det_thresh,), lambda: BuiltinAnalyzer(det_thresh=max(det_thresh, 0.5)))
+        # MTCNN's scores run higher than SCRFD's: map the shared 0.5 default to MTCNN's usual 0.9
+        thresh = 0.9 if det_thresh == 0.5 else det_thresh
+        return cached("builtin-analyzer", "", (thresh,), lambda: BuiltinAnalyzer(threshold=thresh))
     from ..swapline_core.insightface_backend import InsightFaceAnalyzer
 
     path = model_paths.resolve_pack(pack)
@@ -54,7 +56,7 @@ class AnalyzerLoader(io.ComfyNode):
                 io.Float.Input("det_thresh", default=0.5, min=0.05, max=0.99, step=0.01,
                                tooltip="Minimum detection score for a face to count."),
             ],
-            outputs=[io.Custom("SWAPLINE_ANALYZER").Output(display_name="analyzer"),
+            outputs=[Analyzer.Output(display_name="analyzer"),
                      io.String.Output(display_name="providers")],
         )
 
@@ -95,7 +97,7 @@ class DetectFaces(io.ComfyNode):
                         "'no_face' record; no frame is ever dropped.",
             inputs=[
                 io.Image.Input("images", tooltip="Image batch (RGB, RGBA or grayscale)."),
-                io.Custom("SWAPLINE_ANALYZER").Input("analyzer", tooltip="From Load Face Analyzer."),
+                Analyzer.Input("analyzer", tooltip="From Load Face Analyzer."),
                 io.Boolean.Input("embeddings", default=True,
                                  tooltip="Compute identity embeddings (needed to select faces by identity)."),
                 io.Boolean.Input("landmarks", default=False,
@@ -103,7 +105,7 @@ class DetectFaces(io.ComfyNode):
                 io.Combo.Input("no_face", options=list(NO_FACE_POLICIES), default="pass through",
                                tooltip="What to do when a frame has no face: keep it (recorded as no_face) or stop with an error."),
             ],
-            outputs=[io.Custom("SWAPLINE_FACES").Output(display_name="faces"),
+            outputs=[Faces.Output(display_name="faces"),
                      io.Image.Output(display_name="preview"),
                      io.String.Output(display_name="report")],
         )
@@ -120,7 +122,7 @@ class DetectFaces(io.ComfyNode):
         apply_no_face_policy(faceset, no_face)
         preview = to_image([draw_faces(f, fr.faces) for f, fr in zip(frames, result)])
         report = json.dumps(faceset.to_json())
-        return io.NodeOutput(faceset, preview, report, ui=ui.PreviewImage(preview, cls=cls))
+        return io.NodeOutput(faceset, preview, report, ui=preview_ui(cls, preview, faces=faceset.to_json()))
 
 
 class SelectFaces(io.ComfyNode):
@@ -133,10 +135,10 @@ class SelectFaces(io.ComfyNode):
             description="Chooses which detected faces to swap. 'identity' (default) keeps faces whose "
                         "embedding matches the reference face model: robust on video, unlike an index.",
             inputs=[
-                io.Custom("SWAPLINE_FACES").Input("faces", tooltip="From Detect Faces."),
+                Faces.Input("faces", tooltip="From Detect Faces."),
                 io.Combo.Input("mode", options=list(core_select.MODES), default="identity",
                                tooltip="identity: similarity to the reference; largest; index / reading_order: the indices below; all; gender_*: where the pack predicts gender."),
-                io.Custom("SWAPLINE_FACE_MODEL").Input("reference", optional=True,
+                FaceModel.Input("reference", optional=True,
                                                        tooltip="Face model of the person to select (identity mode)."),
                 io.Float.Input("threshold", default=0.35, min=-1.0, max=1.0, step=0.01,
                                tooltip="Minimum cosine similarity to the reference for identity mode."),
@@ -144,7 +146,7 @@ class SelectFaces(io.ComfyNode):
                 io.Int.Input("max_faces", default=1, min=0, max=64, tooltip="At most this many faces per frame (0 = no limit)."),
                 io.Image.Input("images", optional=True, tooltip="The detected images, to draw a preview of the selection."),
             ],
-            outputs=[io.Custom("SWAPLINE_FACES").Output(display_name="selected"),
+            outputs=[Faces.Output(display_name="selected"),
                      io.String.Output(display_name="similarities")],
         )
 
@@ -168,8 +170,8 @@ class SelectFaces(io.ComfyNode):
         if images is not None:
             arrays = to_arrays(images)
             preview = to_image([draw_faces(a, fr.faces, c, s) for a, fr, c, s in zip(arrays, faces.frames, chosen_all, sims)])
-            return io.NodeOutput(out, report, ui=ui.PreviewImage(preview, cls=cls))
-        return io.NodeOutput(out, report)
+            return io.NodeOutput(out, report, ui=preview_ui(cls, preview, selection=out.to_json()))
+        return io.NodeOutput(out, report, ui=preview_ui(cls, selection=out.to_json()))
 
 
 class AlignFaces(io.ComfyNode):
@@ -183,13 +185,13 @@ class AlignFaces(io.ComfyNode):
                         "transform, the transforms back to each frame, and soft face masks.",
             inputs=[
                 io.Image.Input("images", tooltip="The images the faces were detected in."),
-                io.Custom("SWAPLINE_FACES").Input("faces", tooltip="Detected or selected faces."),
+                Faces.Input("faces", tooltip="Detected or selected faces."),
                 io.Combo.Input("size", options=[str(s) for s in core_align.CROP_SIZES], default="512",
                                tooltip="Crop size in pixels."),
                 io.Combo.Input("template", options=["arcface", "ffhq"], default="arcface",
                                tooltip="arcface: what swappers/recognizers expect; ffhq: what GFPGAN-style restorers expect."),
             ],
-            outputs=[io.Image.Output(display_name="crops"), io.Custom("SWAPLINE_FACE_TRANSFORMS").Output(display_name="transforms"),
+            outputs=[io.Image.Output(display_name="crops"), Transforms.Output(display_name="transforms"),
                      io.Mask.Output(display_name="masks")],
         )
 

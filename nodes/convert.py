@@ -31,3 +31,12 @@ def progress(total: int):
     import comfy.utils
 
     return comfy.utils.ProgressBar(total)
+
+
+def preview_ui(cls, images: torch.Tensor | None = None, **extra) -> dict:
+    """A node's ui dict: preview images for the editor plus JSON data for API users."""
+    from comfy_api.latest import ui
+
+    out = ui.PreviewImage(images, cls=cls).as_dict() if images is not None else {}
+    out.update({f"swapline_{k}": [v] for k, v in extra.items()})
+    return out

@@ -29,7 +29,7 @@ def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, ma
         from ..swapline_core.classical_swap import ClassicalSwapper
 
         return cached("classical-swapper", "", settings,
-                      lambda: ClassicalSwapper(mask_erode=mask_erode, mask_blur=mask_blur))
+                      lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
     from ..swapline_core.inswapper import InSwapper
 
     path = model_paths.resolve(model_paths.INSIGHTFACE, name)
@@ -52,7 +52,7 @@ class SwapperLoader(io.ComfyNode):
                                tooltip="ONNX Runtime execution provider (neural swappers)."),
                 io.Combo.Input("mask", options=list(MASK_KINDS), default="ellipse",
                                tooltip="Shape of the paste-back mask in the aligned crop."),
-                io.Float.Input("mask_erode", default=0.0, min=0.0, max=0.3, step=0.005,
+                io.Float.Input("mask_erode", default=0.03, min=0.0, max=0.3, step=0.005,
                                tooltip="Shrink the paste mask by this fraction of the face size."),
                 io.Float.Input("mask_blur", default=0.1, min=0.0, max=0.3, step=0.005,
                                tooltip="Feather width of the paste mask as a fraction of the face size (inside the mask only)."),

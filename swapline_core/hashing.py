@@ -1,4 +1,4 @@
-"""Streaming SHA-256 of files: media and model weights can be gigabytes, so never read them whole."""
+"""Streaming SHA-256 of files: media and model weights can be gigabytes; never read them whole."""
 from __future__ import annotations
 
 import hashlib

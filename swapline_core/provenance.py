@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .errors import SwaplineError
 from .hashing import sha256_file
 from .signing_config import SigningCredentials
 
@@ -40,7 +41,7 @@ _TARGET_ID, _SOURCE_ID = "swapline-target", "swapline-source"
 TRUST_ONLY_CODES = frozenset({"signingCredential.untrusted"})
 
 
-class ProvenanceError(RuntimeError):
+class ProvenanceError(SwaplineError):
     pass
 
 
@@ -159,7 +160,7 @@ def sign_media(input_path, output_path, *, creds: SigningCredentials,
         builder = c2pa.Builder(definition, context=ctx)
         with builder:
             for ing in ingredients:
-                if ing not in declared:
+                if not any(ing is d for d in declared):
                     with open(ing["path"], "rb") as f:
                         builder.add_ingredient(_ingredient_json(ing), ing["format"], f)
             with open(src, "rb") as s, open(dst, "w+b") as d:
@@ -206,6 +207,11 @@ def sign_and_verify(input_path, output_path=None, *, trust_anchors_pem: str | No
     On any failure the output holds the unsigned media (in place signing leaves it untouched;
     otherwise the input is copied there) and the result says why: a job's media is never lost
     because provenance failed.
+
+    The read-back is checked against ``trust_anchors_pem`` or else the credentials' own anchors
+    (a development signer's own CA), and must then be Trusted; with no anchors at all, Valid
+    with only ``signingCredential.untrusted`` is accepted. ``signer_kind`` tells the caller
+    whether that trust means anything beyond this machine.
     """
     creds: SigningCredentials = sign_kwargs["creds"]
     src = Path(input_path)
@@ -238,6 +244,7 @@ def sign_and_verify(input_path, output_path=None, *, trust_anchors_pem: str | No
         result.output_sha256 = sha256_file(tmp)
         os.replace(tmp, dst)
         tmp = None
+        check.path = str(dst)
         _fsync_dir(dst.parent)
         result.ok = result.signed = True
     except Exception as e:   # noqa: BLE001 - the boundary that turns any failure into a report

@@ -259,7 +259,7 @@ def _check_pair(certs: list, key, algorithm: str, cfg: Path) -> None:
     if leaf.issuer == leaf.subject:
         raise SigningConfigError(cfg, "cert_chain", f"{label} is self-signed; c2pa needs a "
                                  "certificate issued by a CA, leaf first, then its issuers")
-    for child, parent in zip(certs, certs[1:]):
+    for child, parent in zip(certs, certs[1:], strict=False):
         if child.issuer != parent.subject:
             raise SigningConfigError(cfg, "cert_chain", "certificates are out of order: each "
                                      "must be followed by its issuer (leaf first)")
@@ -368,7 +368,8 @@ def _write_dev_signer(folder: Path) -> None:
     start = now - _dt.timedelta(hours=1)     # tolerate small clock skew between machines
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (x509.CertificateBuilder()
-          .subject_name(name("Swapline Development CA")).issuer_name(name("Swapline Development CA"))
+          .subject_name(name("Swapline Development CA"))
+          .issuer_name(name("Swapline Development CA"))
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(start).not_valid_after(now + _dt.timedelta(days=_DEV_CA_DAYS))
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)

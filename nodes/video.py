@@ -1,0 +1,264 @@
+"""Video nodes: load a clip as SWAPLINE_FRAMES, track, swap and save it chunk by chunk."""
+from __future__ import annotations
+
+import json
+import os
+
+import folder_paths
+from comfy_api.latest import io, ui
+
+from ..swapline_core import pipeline, video_read
+from ..swapline_core.frames import FrameSequence
+from ..swapline_core.errors import SwaplineError
+from ..swapline_core.select import MODES
+from . import model_paths
+from .convert import check_interrupt, preview_ui, progress, to_image
+from .swap import prepare_landmarks
+from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, Swapper
+
+VIDEO_EXTS = {".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v", ".gif", ".webp", ".apng"}
+TRACK_MODES = ("identity", "largest", "all")
+
+
+def input_videos() -> list[str]:
+    root = folder_paths.get_input_directory()
+    if not os.path.isdir(root):
+        return []
+    out = []
+    for name in sorted(os.listdir(root)):
+        p = os.path.join(root, name)
+        if os.path.isdir(p) and not name.startswith(".") or os.path.splitext(name)[1].lower() in VIDEO_EXTS:
+            out.append(name)
+    return out
+
+
+def resolve_input(name: str) -> str:
+    root = os.path.realpath(folder_paths.get_input_directory())
+    path = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([root, path]) != root:
+        raise ValueError(f"'{name}' is outside ComfyUI's input folder")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"video '{name}' was not found in ComfyUI's input folder {root}: "
+                                "upload it there (or into a subfolder for an image sequence)")
+    return path
+
+
+def auto_chunk(width: int, height: int) -> int:
+    """Frames per chunk from free RAM: a chunk lives in a few copies while a stage works on it."""
+    import comfy.model_management as mm
+
+    free = mm.get_free_memory(mm.torch.device("cpu"))
+    per_frame = width * height * 3 * 8  # uint8 frames, float copies while blending, layers
+    return int(max(4, min(64, (free * 0.05) // max(per_frame, 1))))
+
+
+class LoadVideo(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineLoadVideo",
+            display_name="Load Video Frames (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Opens a clip (mp4, mov, webm, mkv, gif, animated webp, or a folder of images) from "
+                        "ComfyUI's input folder as a lazy frame sequence: frames are decoded chunk by chunk "
+                        "when a stage needs them, so memory does not grow with the clip length.",
+            inputs=[
+                io.Combo.Input("video", options=input_videos(), upload=io.UploadType.video,
+                               tooltip="A video/animated image file or an image folder inside ComfyUI's input folder."),
+                io.Int.Input("start", default=0, min=0, max=10_000_000, tooltip="First frame to use (0-based)."),
+                io.Int.Input("count", default=0, min=0, max=10_000_000, tooltip="Number of frames to use (0 = to the end)."),
+                io.Int.Input("stride", default=1, min=1, max=100, tooltip="Use every n-th frame (the fps is divided accordingly)."),
+                io.Int.Input("chunk", default=16, min=0, max=256,
+                             tooltip="Frames decoded and processed together (0 = choose from free memory). Resume works per chunk."),
+            ],
+            outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="info")],
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, video, **_):
+        path = resolve_input(video)
+        st = os.stat(path)
+        return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+    @classmethod
+    def validate_inputs(cls, video, **_):
+        try:
+            resolve_input(video)
+        except (ValueError, FileNotFoundError) as exc:
+            return str(exc)
+        return True
+
+    @classmethod
+    def execute(cls, video, start, count, stride, chunk) -> io.NodeOutput:
+        path = resolve_input(video)
+        info = video_read.probe(path)
+        chunk = chunk or auto_chunk(info.width, info.height)
+        seq = FrameSequence.open(path, start, count, stride, chunk)
+        text = json.dumps({"file": video, "frames": seq.count, "fps": round(seq.fps, 4), "width": seq.width,
+                           "height": seq.height, "audio": info.audio_codec, "variable_fps": info.variable_fps,
+                           "chunk": seq.chunk})
+        return io.NodeOutput(seq, text, ui={"text": [text]})
+
+
+def _hooks(total: int) -> pipeline.Hooks:
+    pbar = progress(total)
+    return pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
+
+
+class TrackFaces(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineTrackFaces",
+            display_name="Track Faces (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Finds the selected person in every frame without running the detector on every frame: "
+                        "detection + identity every N frames (batched per chunk), optical-flow tracking between, "
+                        "One-Euro keypoint smoothing, and missed detections inside a live track keep the track. "
+                        "Results are cached per chunk on disk, so an interrupted run resumes.",
+            inputs=[
+                Frames.Input("frames", tooltip="From Load Video Frames."),
+                Analyzer.Input("analyzer", tooltip="From Load Face Analyzer."),
+                io.Combo.Input("mode", options=list(TRACK_MODES), default="identity",
+                               tooltip="identity: follow the person of the reference face model; largest; all faces."),
+                FaceModel.Input("reference", optional=True, tooltip="Face model of the person to follow (identity mode)."),
+                io.Float.Input("threshold", default=0.35, min=-1.0, max=1.0, step=0.01,
+                               tooltip="Minimum cosine similarity to the reference for a detection to count as that person."),
+                io.Int.Input("max_faces", default=1, min=0, max=32, tooltip="Faces to track per frame (0 = all)."),
+                io.Int.Input("detect_every", default=8, min=1, max=120,
+                             tooltip="Run the detector every N frames (and whenever a track weakens); 1 = every frame."),
+                io.Int.Input("max_missing", default=12, min=0, max=300,
+                             tooltip="Frames a track survives without a matching detection before it is dropped."),
+                io.Float.Input("smoothing", default=0.5, min=0.0, max=1.0, step=0.05,
+                               tooltip="Keypoint smoothing strength over time (One-Euro filter); 0 = off."),
+            ],
+            outputs=[Faces.Output(display_name="faces"), io.String.Output(display_name="report")],
+        )
+
+    @classmethod
+    def execute(cls, frames, analyzer, mode, threshold, max_faces, detect_every, max_missing, smoothing,
+                reference=None) -> io.NodeOutput:
+        if mode == "identity" and reference is None:
+            raise SwaplineError("identity mode needs a reference face model (Build Face Model)")
+        if reference is not None and mode == "identity" and reference.recognizer != analyzer.recognizer_name:
+            raise SwaplineError(f"the face model was made with '{reference.recognizer}' but this analyzer embeds with "
+                                f"'{analyzer.recognizer_name}': build the face model with the same analyzer")
+        faces, report = pipeline.track_faces(
+            frames, analyzer, model_paths.swapline_cache_dir(), _hooks(frames.count), mode=mode,
+            reference=None if reference is None else reference.embedding, threshold=threshold,
+            max_faces=max_faces, detect_every=detect_every, max_missing=max_missing, smoothing=smoothing)
+        counts = faces.counts()
+        summary = {"frames": len(counts), "frames_with_face": sum(1 for c in counts if c),
+                   "no_face_frames": [i for i, c in enumerate(counts) if not c][:200], **report.to_json()}
+        text = json.dumps(summary)
+        return io.NodeOutput(faces, text, ui=preview_ui(cls, track=summary))
+
+
+class SwapFrames(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineSwapFrames",
+            display_name="Swap Faces in Frames (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Swaps the tracked faces of a frame sequence chunk by chunk (faces of a chunk go through "
+                        "the swapper as one batch where the model allows). Only changed pixels are stored, per "
+                        "chunk, on disk; re-queuing after an interrupt reuses finished chunks. Frames without a "
+                        "face pass through unchanged: the frame count never changes.",
+            inputs=[
+                Frames.Input("frames", tooltip="From Load Video Frames."),
+                Faces.Input("faces", tooltip="From Track Faces (same frames)."),
+                FaceModel.Input("face_model", tooltip="The source identity."),
+                Swapper.Input("swapper", tooltip="From Load Face Swapper."),
+                io.Boolean.Input("color_match", default=True, tooltip="Match colour statistics to the target skin."),
+            ],
+            outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="report")],
+        )
+
+    @classmethod
+    def execute(cls, frames, faces, face_model, swapper, color_match) -> io.NodeOutput:
+        def prepare(chunk_frames, chunk_faces):
+            prepare_landmarks(swapper, faces.analyzer, chunk_frames, chunk_faces, face_model)
+
+        out, report = pipeline.swap_frames(frames, faces, face_model, swapper, model_paths.swapline_cache_dir(),
+                                           _hooks(frames.count), color_match=color_match, prepare=prepare)
+        text = json.dumps(report.to_json())
+        return io.NodeOutput(out, text, ui=preview_ui(cls, swap=report.to_json()))
+
+
+class SaveVideo(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineSaveVideo",
+            display_name="Save Video (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Encodes a frame sequence to H.264 MP4 in ComfyUI's output folder, streaming chunk by "
+                        "chunk, at the source frame rate with the source audio kept in sync. The output has "
+                        "exactly as many frames as the input sequence.",
+            inputs=[
+                Frames.Input("frames", tooltip="The frame sequence to encode."),
+                io.String.Input("filename_prefix", default="swapline/video", tooltip="Output name prefix (may contain a subfolder)."),
+                io.Int.Input("crf", default=18, min=0, max=51, tooltip="x264 quality: lower is better and larger (18 is visually lossless)."),
+                io.Combo.Input("preset", options=["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower"],
+                               default="medium", tooltip="x264 speed/size trade-off."),
+                io.Boolean.Input("audio", default=True, tooltip="Keep the source audio (copied when MP4 can hold it, else re-encoded to AAC)."),
+            ],
+            outputs=[io.String.Output(display_name="path")],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def execute(cls, frames, filename_prefix, crf, preset, audio) -> io.NodeOutput:
+        from ..swapline_core.video_write import VideoWriter
+
+        out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
+            filename_prefix, folder_paths.get_output_directory(), frames.width, frames.height)
+        file = f"{name}_{counter:05}_.mp4"
+        path = os.path.join(out_dir, file)
+        hooks = _hooks(frames.count)
+        with VideoWriter(path, fps=_fps_of(frames), crf=crf, preset=preset) as writer:
+            if audio and frames.has_audio:
+                writer.add_audio_from(frames.path, start_frame=frames.start)
+            for _, chunk in frames.iter_chunks():
+                hooks.check_interrupt()
+                for f in chunk:
+                    writer.write(f)
+                hooks.progress(len(chunk))
+        written = writer.frames_written
+        if written != frames.count:
+            raise SwaplineError(f"wrote {written} frames but the sequence has {frames.count}")
+        result = {"file": os.path.join(subfolder, file), "frames": written, "audio": writer.audio_mode}
+        return io.NodeOutput(path, ui={"images": [ui.SavedResult(file, subfolder, io.FolderType.output)],
+                                        "animated": (True,), "swapline_video": [result]})
+
+
+def _fps_of(frames: FrameSequence):
+    from fractions import Fraction
+
+    info = video_read.probe(frames.path)
+    return info.fps_fraction / frames.stride if frames.stride > 1 else info.fps_fraction
+
+
+class FramesToImage(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineFramesToImage",
+            display_name="Frames to IMAGE (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Materialises a (short) frame sequence as a ComfyUI IMAGE batch for core and third-party "
+                        "nodes. Refuses sequences above max_frames, since an IMAGE batch lives in RAM as float32.",
+            inputs=[Frames.Input("frames", tooltip="The frame sequence."),
+                    io.Int.Input("max_frames", default=512, min=1, max=100_000,
+                                 tooltip="Safety limit: refuse longer sequences instead of exhausting memory.")],
+            outputs=[io.Image.Output(display_name="images")],
+        )
+
+    @classmethod
+    def execute(cls, frames, max_frames) -> io.NodeOutput:
+        if frames.count > max_frames:
+            raise SwaplineError(f"the sequence has {frames.count} frames, above max_frames={max_frames}; "
+                                "raise the limit or keep using SWAPLINE_FRAMES nodes (constant memory)")
+        out = [f for _, chunk in frames.iter_chunks() for f in chunk]
+        return io.NodeOutput(to_image(out))

@@ -1,0 +1,160 @@
+"""Streaming stages over a FrameSequence: track faces, swap, (restore), each chunk by chunk.
+
+Every stage writes its chunks to a ChunkStore keyed by its inputs, so peak memory is one chunk
+and a re-run after an interrupt or crash resumes at the first missing chunk. ``hooks`` lets
+the ComfyUI layer plug in its progress bar and interrupt check without the core importing it.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .chunk_store import ChunkStore, stage_key
+from .faces import Face, FaceSet, FrameFaces
+from .frames import FrameSequence, Layer, encode_layer_chunk
+from .paste import apply_patches
+from .tracking import FaceTracker
+
+
+@dataclass
+class Hooks:
+    progress: Callable[[int], None] = lambda n: None      # frames finished (incl. resumed)
+    check_interrupt: Callable[[], None] = lambda: None
+
+
+@dataclass
+class StageReport:
+    stage: str
+    key: str
+    chunks_total: int = 0
+    chunks_resumed: int = 0
+    seconds: dict = field(default_factory=lambda: defaultdict(float))
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "key": self.key, "chunks_total": self.chunks_total,
+                "chunks_resumed": self.chunks_resumed,
+                "seconds": {k: round(v, 4) for k, v in self.seconds.items()}, **self.extra}
+
+
+def model_stamp(obj) -> list:
+    import os
+
+    out = []
+    for role, path in (obj.model_files() if hasattr(obj, "model_files") else []):
+        st = os.stat(path)
+        out.append([role, os.path.basename(path), st.st_size, st.st_mtime_ns])
+    return out
+
+
+# -- face tracks as chunk arrays -------------------------------------------------------------
+def _faces_to_arrays(per_frame: list[list[Face]], state: dict) -> dict[str, np.ndarray]:
+    counts = np.array([len(fs) for fs in per_frame], np.int32)
+    flat = [f for fs in per_frame for f in fs]
+    return {"counts": counts,
+            "bbox": np.array([f.bbox for f in flat], np.float32).reshape(-1, 4),
+            "kps": np.array([f.kps for f in flat], np.float32).reshape(-1, 5, 2),
+            "score": np.array([f.score for f in flat], np.float32),
+            "track": np.array([-1 if f.track_id is None else f.track_id for f in flat], np.int32),
+            "state": np.array(json.dumps(state))}
+
+
+def _arrays_to_faces(a: dict[str, np.ndarray]) -> list[list[Face]]:
+    out, k = [], 0
+    for n in a["counts"]:
+        out.append([Face(bbox=a["bbox"][k + j], kps=a["kps"][k + j], score=float(a["score"][k + j]),
+                         track_id=int(a["track"][k + j])) for j in range(int(n))])
+        k += int(n)
+    return out
+
+
+def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, mode: str = "identity",
+                reference: np.ndarray | None = None, threshold: float = 0.35, max_faces: int = 1,
+                detect_every: int = 8, max_missing: int = 12, smoothing: float = 0.5) -> tuple[FaceSet, StageReport]:
+    params = dict(mode=mode, threshold=threshold, max_faces=max_faces, detect_every=detect_every,
+                  max_missing=max_missing, smoothing=smoothing,
+                  reference=None if reference is None else stage_key(reference.round(5).tolist()))
+    key = stage_key("track", seq.key, params, model_stamp(analyzer), analyzer.name)
+    store = ChunkStore(store_root, key, {"stage": "track", **params})
+    report = StageReport("track", key, seq.n_chunks)
+    tracker = FaceTracker(analyzer, mode, reference, threshold, max_faces, detect_every, max_missing, smoothing)
+    per_frame: list[list[Face]] = []
+    first_missing = seq.n_chunks
+    state = None
+    for c in range(seq.n_chunks):
+        if not store.has(c):
+            first_missing = c
+            break
+        a = store.load(c)
+        per_frame += _arrays_to_faces(a)
+        state = json.loads(str(a["state"]))
+        report.chunks_resumed += 1
+        hooks.progress(len(seq.chunk_range(c)))
+    if first_missing < seq.n_chunks:
+        if state is not None:  # continue exactly where the finished chunks left the tracker
+            tracker.restore(state, seq.read_chunk(first_missing - 1)[-1])
+        t_dec = time.perf_counter()
+        for c, frames in seq.iter_chunks(first_missing):
+            report.seconds["decode"] += time.perf_counter() - t_dec
+            hooks.check_interrupt()
+            faces = tracker.process(frames)
+            store.save(c, _faces_to_arrays(faces, tracker.state()))
+            per_frame += faces
+            hooks.progress(len(frames))
+            t_dec = time.perf_counter()
+    st = tracker.stats
+    report.seconds["detect"] += st.detect_s
+    report.seconds["embed"] += st.embed_s
+    report.seconds["flow"] += st.flow_s
+    report.extra["tracker"] = st.to_json()
+    frames = [FrameFaces(i, fs, seq.width, seq.height) for i, fs in enumerate(per_frame)]
+    return FaceSet(frames, analyzer, selection=f"tracked:{mode}"), report
+
+
+def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root: str, hooks: Hooks,
+                *, color_match: bool = True, prepare=None) -> tuple[FrameSequence, StageReport]:
+    """Swap the tracked faces of every frame; returns the sequence with a swap layer added."""
+    if len(faces.frames) != seq.count:
+        raise ValueError(f"the faces cover {len(faces.frames)} frames but the clip has {seq.count}: "
+                         "connect the same frames to Track Faces and Swap Faces")
+    track_key = stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
+    key = stage_key("swap", seq.key, track_key, stage_key(source.embedding.round(5).tolist()),
+                    swapper.name, model_stamp(swapper), color_match, getattr(swapper, "settings", None))
+    store = ChunkStore(store_root, key, {"stage": "swap", "swapper": swapper.name, "color_match": color_match})
+    report = StageReport("swap", key, seq.n_chunks)
+    first_missing = next((c for c in range(seq.n_chunks) if not store.has(c)), seq.n_chunks)
+    report.chunks_resumed = first_missing
+    for c in range(first_missing):
+        hooks.progress(len(seq.chunk_range(c)))
+    if first_missing < seq.n_chunks:
+        t_dec = time.perf_counter()
+        for c, frames in seq.iter_chunks(first_missing):
+            report.seconds["decode"] += time.perf_counter() - t_dec
+            if store.has(c):
+                hooks.progress(len(frames))
+                t_dec = time.perf_counter()
+                continue
+            hooks.check_interrupt()
+            rng = seq.chunk_range(c)
+            chunk_faces = [[f.copy() for f in faces.frames[i].faces] for i in rng]
+            t0 = time.perf_counter()
+            if prepare is not None:
+                prepare(frames, chunk_faces)
+            report.seconds["landmarks"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            patches = swapper.swap(frames, chunk_faces, source)
+            report.seconds["swap"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            results = [apply_patches(f, ps, color=color_match) if ps else f for f, ps in zip(frames, patches)]
+            report.seconds["paste"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            store.save(c, encode_layer_chunk(frames, results, patches))
+            report.seconds["store"] += time.perf_counter() - t0
+            hooks.progress(len(frames))
+            t_dec = time.perf_counter()
+    return seq.with_layer(Layer("swap", str(store.dir.parent), key)), report

@@ -1,0 +1,54 @@
+"""Shared fixtures: repo on sys.path, synthetic models, and a real ComfyUI server."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--keep-artifacts", action="store_true", help="keep server dirs under out/test-artifacts")
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    d = REPO / "out" / "test-artifacts"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory) -> Path:
+    """Test models folder: synthetic stand-ins under the same names users' real files have."""
+    from synthetic_models import build_models
+
+    d = tmp_path_factory.mktemp("models")
+    build_models(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def comfy(tmp_path_factory, models_dir, artifacts_dir, request):
+    from comfy_harness import ComfyServer
+
+    server = ComfyServer(tmp_path_factory.mktemp("comfy-base"), models_dir).start()
+    yield server
+    server.stop()
+    shutil.copy(server.log_path, artifacts_dir / "comfyui-session.log")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the server log to any failing test that used the server."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" and rep.failed and "comfy" in item.fixturenames:
+        server = item.funcargs.get("comfy")
+        if server is not None:
+            rep.sections.append(("ComfyUI log (tail)", server.log_tail(120)))

@@ -1,0 +1,32 @@
+"""Real face media available offline: images bundled with the insightface wheel, our samples."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "assets" / "samples"
+
+
+def insightface_image(name: str) -> Path:
+    spec = importlib.util.find_spec("insightface")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return root / "data" / "images" / name
+
+
+T1 = "t1.jpg"                 # six people, frontal
+HANKS = "Tom_Hanks_54745.png"  # one face
+
+
+def rgb(path: Path) -> np.ndarray:
+    return np.array(Image.open(path).convert("RGB"))
+
+
+def put_input(server, src: Path, name: str | None = None) -> str:
+    name = name or src.name
+    shutil.copy(src, server.base_dir / "input" / name)
+    return name
