@@ -5,14 +5,21 @@ The clips ship inside the MIT-licensed wheel ``comfyui-workflow-templates-media-
 the only registry package holding moving faces. ComfyUI pins an older version that lacks
 them, so the wheel is downloaded (never installed) and only the needed members are extracted.
 
-Setup-time helper, not part of the pack (which never starts subprocesses). Idempotent: files
-already present with the expected size are kept and nothing is downloaded.
+With ``--make-assets`` it also (re)builds the small demo samples shipped in assets/samples/:
+the first 48 frames of api_kling_avatar2-1.webp as H.264 MP4 with a generated sine-tone AAC
+track (so audio handling is exercised), and insightface's bundled Tom_Hanks_54745.png as the
+source face. The outputs are committed; rebuild only when changing how they are made.
 
-    python scripts/fetch_sample_media.py [--dest DIR]
+Setup-time helper, not part of the pack (which never starts subprocesses). Idempotent: files
+already present are kept and nothing is downloaded.
+
+    python scripts/fetch_sample_media.py [--dest DIR] [--make-assets]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +31,9 @@ DIST = "comfyui-workflow-templates-media-video"
 VERSION = "0.3.101"
 MEMBERS = ("templates/api_kling_avatar2-1.webp", "templates/video_wan2_1_infinitetalk-1.webp")
 DEFAULT_DEST = ROOT / "tests" / ".cache" / "media"
+SAMPLES = ROOT / "assets" / "samples"
+CLIP_FRAMES = 48
+TONE_HZ = 440.0
 
 
 def _present(dest: Path) -> bool:
@@ -58,12 +68,59 @@ def fetch(dest: Path = DEFAULT_DEST, python: str = sys.executable) -> list[Path]
     return out
 
 
+def _write_tone(path: Path, seconds: float, rate: int = 44100) -> None:
+    import av
+    import numpy as np
+
+    n = int(round(seconds * rate))
+    t = np.arange(n) / rate
+    fade = np.minimum(1.0, np.minimum(t, seconds - t) / 0.05)   # no clicks at either end
+    x = (0.25 * 32767 * fade * np.sin(2 * np.pi * TONE_HZ * t)).astype(np.int16)
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("pcm_s16le", rate=rate)
+        s.layout = "mono"
+        frame = av.AudioFrame.from_ndarray(x[None, :], format="s16", layout="mono")
+        frame.sample_rate, frame.pts = rate, 0
+        for pkt in s.encode(frame):
+            c.mux(pkt)
+        for pkt in s.encode():
+            c.mux(pkt)
+
+
+def make_assets(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> list[Path]:
+    sys.path.insert(0, str(ROOT))
+    from swapline_core.video_io import VideoWriter, iter_frames, probe
+
+    out.mkdir(parents=True, exist_ok=True)
+    webp = media / "api_kling_avatar2-1.webp"
+    info = probe(webp)
+    clip = out / "kling_avatar_clip.mp4"
+    with tempfile.TemporaryDirectory(prefix="swapline-tone-") as tmp:
+        tone = Path(tmp) / "tone.wav"
+        _write_tone(tone, CLIP_FRAMES / float(info.fps_fraction))
+        with VideoWriter(clip, fps=info.fps_fraction, crf=26, preset="slow") as w:
+            w.add_audio_from(tone)
+            for _, rgb in iter_frames(webp, count=CLIP_FRAMES):
+                w.write(rgb)
+    spec = importlib.util.find_spec("insightface")
+    if spec is None or spec.origin is None:
+        raise SystemExit("insightface is not installed; it carries the sample face image")
+    face = Path(spec.origin).parent / "data" / "images" / "Tom_Hanks_54745.png"
+    shutil.copyfile(face, out / "source_face.png")
+    return [clip, out / "source_face.png"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dest", type=Path, default=DEFAULT_DEST)
+    ap.add_argument("--make-assets", action="store_true",
+                    help="also rebuild assets/samples/ from the fetched clip")
     args = ap.parse_args(argv)
     for p in fetch(args.dest):
         print(f"[fetch_sample_media] {p} ({p.stat().st_size} bytes)")
+    if args.make_assets:
+        for p in make_assets(args.dest):
+            print(f"[fetch_sample_media] built {p.relative_to(ROOT)} ({p.stat().st_size} bytes)")
     return 0
 
 

@@ -64,7 +64,8 @@ class ClassicalSwapper(FaceSwapper):
 
     def __init__(self, blend: str = "seamless", color_transfer: bool = True,
                  mask_erosion: float = 0.03, mask_feather: float = 0.08, margin: float = 0.12,
-                 forehead: float = 0.0, shape_transfer: float = 0.0, relight: float = 0.0):
+                 forehead: float = 0.0, shape_transfer: float = 0.0, relight: float = 0.0,
+                 mirror: str = "never"):
         """``mask_erosion``/``mask_feather``/``margin`` are fractions of the face size (the
         larger side of the target landmarks' box), so results do not depend on resolution."""
         if blend not in BLEND_MODES:
@@ -77,6 +78,7 @@ class ClassicalSwapper(FaceSwapper):
         self.forehead = float(forehead)
         self.shape_transfer = float(shape_transfer)
         self.relight = float(relight)
+        self.mirror = mirror
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
@@ -85,13 +87,24 @@ class ClassicalSwapper(FaceSwapper):
                              "landmarks (SourceIdentity.image / .face.landmarks)")
         src_img = as_rgb_uint8(source.image)
         src68 = _check_landmarks(source.face.landmarks, "source")
-        src_pts = _with_forehead(src68, self.forehead)
-        tris = delaunay(src_pts)       # once per source: the same mesh is reused on every face
+        variants = {}
+        for flip in (False, True):
+            im = src_img[:, ::-1].copy() if flip else src_img
+            p68 = _mirror68(src68, src_img.shape[1]) if flip else src68
+            pts = _with_forehead(p68, self.forehead)
+            variants[flip] = (im, pts, delaunay(pts), yaw(p68))
         out = []
         for image, image_faces in zip(images, faces):
             frame = as_rgb_uint8(image) if image_faces else None
-            out.append([self._swap_one(frame, face, src_img, src_pts, tris)
-                        for face in image_faces])
+            row = []
+            for face in image_faces:
+                flip = False
+                if self.mirror == "auto":
+                    ty = yaw(_check_landmarks(face.landmarks, "target"))
+                    flip = abs(ty - variants[True][3]) < abs(ty - variants[False][3])
+                im, pts, tris, _ = variants[flip]
+                row.append(self._swap_one(frame, face, im, pts, tris))
+            out.append(row)
         return out
 
     def _swap_one(self, frame, face: Face, src_img, src_pts, tris) -> SwapPatch:
@@ -160,6 +173,25 @@ def _check_landmarks(landmarks, which: str) -> np.ndarray:
     if pts.shape != (68, 2) or not np.all(np.isfinite(pts)):
         raise ValueError(f"{which} landmarks must be finite and shaped (68, 2), got {pts.shape}")
     return pts
+
+
+_MIRROR68 = np.array(list(range(16, -1, -1)) + list(range(26, 16, -1)) + [27, 28, 29, 30]
+                     + [35, 34, 33, 32, 31] + [45, 44, 43, 42, 47, 46, 39, 38, 37, 36, 41, 40]
+                     + [54, 53, 52, 51, 50, 49, 48, 59, 58, 57, 56, 55] + [64, 63, 62, 61, 60]
+                     + [67, 66, 65])
+
+
+def _mirror68(pts, width):
+    out = pts[_MIRROR68].copy()
+    out[:, 0] = width - 1 - out[:, 0]
+    return out
+
+
+def yaw(pts68) -> float:
+    eye_l, eye_r = pts68[36:42].mean(axis=0), pts68[42:48].mean(axis=0)
+    axis = (eye_r - eye_l) / max(np.linalg.norm(eye_r - eye_l), 1e-6)
+    left, right, nose = (float(np.dot(pts68[i], axis)) for i in (0, 16, 30))
+    return (nose - (left + right) / 2) / max(right - left, 1e-6)
 
 
 def _masked_blur(img, mask, sigma):

@@ -44,7 +44,9 @@ class VideoReadError(Exception):
         self.problem = problem
         self.frames_readable = frames_readable
         msg = f"{Path(path).name}: {problem}"
-        if frames_readable is not None:
+        if frames_readable == 0:
+            msg += " (no frame could be read)"
+        elif frames_readable is not None:
             msg += f" ({frames_readable} frame{'s' if frames_readable != 1 else ''} readable before that)"
         super().__init__(f"{msg} [{self.path}]")
 
@@ -122,7 +124,8 @@ def _hash_files(files: Sequence[Path], with_names: bool) -> str:
 
 
 def _checked_path(path: str | os.PathLike) -> Path:
-    p = Path(path)
+    # Absolute (not resolved: symlinked media keeps its name) so infos survive a chdir.
+    p = Path(os.path.abspath(path))
     if not p.exists():
         raise MissingMediaError(p, "file not found")
     if p.is_file() and p.stat().st_size == 0:
@@ -245,7 +248,7 @@ def _probe_av(p: Path) -> tuple[VideoInfo, _Index]:
 
     with _open_av(p) as c:
         if not c.streams.video:
-            raise VideoReadError(p, "contains no video stream", 0)
+            raise VideoReadError(p, "contains no video frames (no video stream)", 0)
         vs = c.streams.video[0]
         aus = c.streams.audio[0] if c.streams.audio else None
         header_frames = vs.frames

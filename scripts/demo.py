@@ -1,0 +1,77 @@
+"""The main job, end to end: the batch video face swap through a real ComfyUI server.
+
+Starts ComfyUI 0.3.75 (from .comfy/ComfyUI) with Swapline in custom_nodes, queues the shipped
+workflow workflows/api/video_swap_builtin.json (built-in models only: nothing downloaded) on the
+shipped sample clip and face, follows it over the WebSocket and copies the results to out/demo/.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from comfy_harness import ComfyServer  # noqa: E402
+
+SAMPLES = REPO / "assets" / "samples"
+INPUTS = {"swapline_sample_clip.mp4": SAMPLES / "kling_avatar_clip.mp4",
+          "swapline_source_face.png": SAMPLES / "source_face.png",
+          "swapline_target_reference.png": SAMPLES / "target_reference.png"}
+
+
+def main() -> int:
+    out = REPO / "out" / "demo"
+    work = out / ".comfy-run"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "models").mkdir(parents=True)
+    server = ComfyServer(work / "base", work / "models")
+    server.prepare_dirs()
+    for name, src in INPUTS.items():
+        shutil.copy(src, server.base_dir / "input" / name)
+    prompt = json.loads((REPO / "workflows" / "api" / "video_swap_builtin.json").read_text())
+    print(f"[demo] starting ComfyUI (log: {server.log_path})")
+    server.start()
+    try:
+        t0 = time.time()
+        last = [0.0]
+
+        def show(msg):
+            if msg["type"] == "progress" and time.time() - last[0] > 1:
+                last[0] = time.time()
+                d = msg["data"]
+                print(f"[demo]   node {d.get('node')}: {d['value']}/{d['max']}", flush=True)
+
+        ws = server.connect()
+        pid = server.queue(prompt)
+        server.follow(ws, pid, timeout=3600, on_message=show)
+        ws.close()
+        hist = server.history(pid)
+        elapsed = time.time() - t0
+    finally:
+        server.stop()
+    outputs = hist["outputs"]
+    written = []
+    report = {"workflow": "workflows/api/video_swap_builtin.json", "seconds": round(elapsed, 2), "nodes": {}}
+    for node_id, data in outputs.items():
+        for item in data.get("images", []):
+            src = server.output_path(item)
+            if src.suffix.lower() in (".mp4", ".png", ".jpg", ".json"):
+                shutil.copy(src, out / src.name)
+                written.append(out / src.name)
+        for key, value in data.items():
+            if key.startswith("swapline_"):
+                report["nodes"][f"{node_id}:{key}"] = value[0]
+    (out / "swapline_report.json").write_text(json.dumps(report, indent=1))
+    written.append(out / "swapline_report.json")
+    print(f"[demo] done in {elapsed:.1f} s; results in {out}:")
+    for p in written:
+        print(f"[demo]   {p.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""Convert between ComfyUI's API prompt format and the editor's UI (LiteGraph) format.
+
+The shipped UI workflows are generated from the API ones with the node definitions a real
+server reports at /object_info, and tests convert them back the same way, so both formats
+are executed. Used by scripts/make_workflows.py and tests; not part of the pack.
+"""
+from __future__ import annotations
+
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+
+
+def _is_widget(spec) -> bool:
+    kind = spec[0]
+    return isinstance(kind, list) or kind in WIDGET_TYPES
+
+
+def _inputs(defn: dict) -> list[tuple[str, list, bool]]:
+    order = defn.get("input_order", {})
+    out = []
+    for group in ("required", "optional"):
+        specs = defn["input"].get(group, {})
+        for name in order.get(group, list(specs)):
+            out.append((name, specs[name], group == "optional"))
+    return out
+
+
+def _extra_widget_values(spec) -> int:
+    opts = spec[1] if len(spec) > 1 else {}
+    return 1 if opts.get("control_after_generate") else 0
+
+
+def api_to_ui(prompt: dict, object_info: dict, title: str = "") -> dict:
+    ids = {nid: i + 1 for i, nid in enumerate(prompt)}
+    depth: dict[str, int] = {}
+
+    def d(nid):
+        if nid not in depth:
+            ups = [v[0] for v in prompt[nid]["inputs"].values() if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)]
+            depth[nid] = 1 + max((d(u) for u in ups), default=-1)
+        return depth[nid]
+
+    for nid in prompt:
+        d(nid)
+    nodes, links, rows = [], [], {}
+    out_links: dict[tuple[str, int], list[int]] = {}
+    for nid, node in prompt.items():
+        for name, value in node["inputs"].items():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str):
+                links.append([len(links) + 1, ids[value[0]], value[1], ids[nid], name, None])
+                out_links.setdefault((value[0], value[1]), []).append(len(links))
+    for order, (nid, node) in enumerate(sorted(prompt.items(), key=lambda kv: depth[kv[0]])):
+        defn = object_info[node["class_type"]]
+        inputs, widgets = [], []
+        for name, spec, optional in _inputs(defn):
+            value = node["inputs"].get(name)
+            linked = isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+            if _is_widget(spec) and not linked:
+                widgets.append(value if name in node["inputs"] else (spec[1] or {}).get("default"))
+                widgets += [None] * _extra_widget_values(spec)
+            elif not _is_widget(spec) or linked:
+                link_id = next((l[0] for l in links if l[3] == ids[nid] and l[4] == name), None)
+                entry = {"name": name, "type": spec[0] if isinstance(spec[0], str) else "COMBO", "link": link_id}
+                if _is_widget(spec):
+                    entry["widget"] = {"name": name}
+                    widgets.append(None)  # the editor keeps a value slot for a widget turned input
+                    widgets += [None] * _extra_widget_values(spec)
+                inputs.append(entry)
+        outputs = [{"name": oname, "type": otype, "links": out_links.get((nid, k), []), "slot_index": k}
+                   for k, (oname, otype) in enumerate(zip(defn["output_name"], defn["output"]))]
+        col = depth[nid]
+        row = rows.get(col, 0)
+        rows[col] = row + 1
+        nodes.append({"id": ids[nid], "type": node["class_type"], "pos": [40 + col * 360, 40 + row * 260],
+                      "size": [320, 90 + 26 * max(len(widgets), len(inputs))], "flags": {}, "order": order,
+                      "mode": 0, "inputs": inputs, "outputs": outputs,
+                      "properties": {"Node name for S&R": node["class_type"]}, "widgets_values": widgets,
+                      **({"title": node["_meta"]["title"]} if node.get("_meta", {}).get("title") else {})})
+    # links carry slot indices in the UI format
+    for link in links:
+        target = next(n for n in nodes if n["id"] == link[3])
+        slot = next(k for k, i in enumerate(target["inputs"]) if i["name"] == link[4])
+        link[4] = slot
+        link[5] = target["inputs"][slot]["type"]
+    return {"last_node_id": len(nodes), "last_link_id": len(links), "nodes": sorted(nodes, key=lambda n: n["id"]),
+            "links": links, "groups": [], "config": {}, "extra": {"swapline": {"title": title}}, "version": 0.4}
+
+
+def ui_to_api(workflow: dict, object_info: dict) -> dict:
+    links = {l[0]: l for l in workflow["links"]}
+    prompt = {}
+    for node in workflow["nodes"]:
+        if node.get("mode", 0) != 0:
+            continue
+        defn = object_info[node["type"]]
+        values = list(node.get("widgets_values") or [])
+        inputs = {}
+        linked = {i["name"]: i["link"] for i in node.get("inputs", []) if i.get("link") is not None}
+        k = 0
+        for name, spec, optional in _inputs(defn):
+            if name in linked:
+                l = links[linked[name]]
+                inputs[name] = [str(l[1]), l[2]]
+                if _is_widget(spec) and "widget" in next(i for i in node["inputs"] if i["name"] == name):
+                    k += 1 + _extra_widget_values(spec)
+            elif _is_widget(spec):
+                if k < len(values):
+                    inputs[name] = values[k]
+                k += 1 + _extra_widget_values(spec)
+        prompt[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
+    return prompt

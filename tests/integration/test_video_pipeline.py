@@ -1,0 +1,129 @@
+"""The batch video pipeline through a real ComfyUI: shipped workflow, frame counts, audio, resume."""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from comfy_harness import ComfyServer
+from media import SAMPLES
+
+REPO = Path(__file__).resolve().parents[2]
+CLIP = SAMPLES / "kling_avatar_clip.mp4"
+
+
+def load_api(name: str) -> dict:
+    return json.loads((REPO / "workflows" / "api" / f"{name}.json").read_text())
+
+
+def stage_inputs(server: ComfyServer, clip: Path = CLIP) -> None:
+    inp = server.base_dir / "input"
+    shutil.copy(clip, inp / "swapline_sample_clip.mp4")
+    shutil.copy(SAMPLES / "source_face.png", inp / "swapline_source_face.png")
+    shutil.copy(SAMPLES / "target_reference.png", inp / "swapline_target_reference.png")
+
+
+def saved_video(server: ComfyServer, hist: dict) -> Path:
+    for data in hist["outputs"].values():
+        if "swapline_video" in data:
+            return server.output_path(data["images"][0])
+    raise AssertionError(f"no video in outputs: {list(hist['outputs'])}")
+
+
+def decode(path: Path) -> list[np.ndarray]:
+    from swapline_core.video_read import iter_frames
+
+    return [f for _, f in iter_frames(path)]
+
+
+def test_builtin_video_swap_workflow(comfy):
+    from swapline_core.video_read import probe
+
+    stage_inputs(comfy)
+    hist = comfy.run(load_api("video_swap_builtin"))
+    out = saved_video(comfy, hist)
+    src, res = probe(CLIP), probe(out)
+    assert res.frame_count == src.frame_count
+    assert abs(res.fps - src.fps) < 1e-3
+    assert res.has_audio == src.has_audio
+    if src.has_audio:
+        assert abs(res.audio_duration - src.audio_duration) < 0.15
+    track = next(d["swapline_track"][0] for d in hist["outputs"].values() if "swapline_track" in d)
+    # cross-frame reuse: the detector ran on a fraction of the frames
+    assert track["tracker"]["detector_frames"] < 0.5 * src.frame_count, track
+    assert track["frames_with_face"] >= 0.9 * src.frame_count, track
+    a, b = decode(CLIP), decode(out)
+    diffs = [np.abs(x.astype(int) - y).mean() for x, y in zip(a, b)]
+    assert np.median(diffs) > 1.0, "the video does not look swapped"
+
+
+def _long_clip(tmp: Path) -> Path:
+    """A 112-frame clip (the sample forwards then backwards) so an interruption lands mid-run."""
+    from swapline_core.video_read import iter_frames, probe
+    from swapline_core.video_write import VideoWriter
+
+    frames = [f for _, f in iter_frames(CLIP)]
+    path = tmp / "long.mp4"
+    with VideoWriter(path, fps=probe(CLIP).fps_fraction, crf=18, preset="veryfast") as w:
+        for f in frames + frames[::-1]:
+            w.write(f)
+    return path
+
+
+def _resume_prompt() -> dict:
+    p = load_api("video_swap_builtin")
+    p["1"]["inputs"]["chunk"] = 8
+    p["7"]["inputs"]["detect_every"] = 1  # slow enough to be killed mid-way
+    return p
+
+
+@pytest.mark.slow
+def test_killed_server_resumes_from_finished_chunks(tmp_path, models_dir):
+    clip = _long_clip(tmp_path)
+    prompt = _resume_prompt()
+
+    baseline = ComfyServer(tmp_path / "baseline", models_dir)
+    baseline.prepare_dirs()
+    stage_inputs(baseline, clip)
+    baseline.start()
+    try:
+        expected = decode(saved_video(baseline, baseline.run(prompt)))
+    finally:
+        baseline.stop()
+
+    base = tmp_path / "victim"
+    server = ComfyServer(base, models_dir)
+    server.prepare_dirs()
+    stage_inputs(server, clip)
+    server.start()
+    killed = threading.Event()
+
+    def kill_midway(msg):
+        d = msg.get("data", {})
+        if msg["type"] == "progress" and d.get("node") == "7" and d["value"] >= 40 and not killed.is_set():
+            killed.set()
+            server.kill()
+
+    ws = server.connect()
+    pid = server.queue(prompt)
+    with pytest.raises(Exception):
+        server.follow(ws, pid, timeout=600, on_message=kill_midway)
+    assert killed.is_set(), "the server finished before it could be killed"
+    ws.close()
+
+    restarted = ComfyServer(base, models_dir)
+    restarted.start()
+    try:
+        hist = restarted.run(prompt)
+        track = next(d["swapline_track"][0] for d in hist["outputs"].values() if "swapline_track" in d)
+        assert track["chunks_resumed"] >= 4, track  # >= 40 of 112 frames in chunks of 8 were on disk
+        assert track["chunks_resumed"] < track["chunks_total"]
+        got = decode(saved_video(restarted, hist))
+    finally:
+        restarted.stop()
+    assert len(got) == len(expected) == 112
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected)), "resumed output differs from uninterrupted run"

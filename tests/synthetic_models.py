@@ -1,0 +1,384 @@
+"""Stand-ins for the face models nobody can download here, under the real names and signatures.
+
+Users put InsightFace's ``buffalo_l`` pack, ``inswapper_128.onnx`` and ``GFPGANv1.4.pth`` into
+ComfyUI's models folder; none of them can be fetched on the build machine. Tests therefore build
+files with the exact input/output signatures, so insightface's shape-based router and spandrel's
+key-based detector treat them like the real ones, and our loading code runs unchanged:
+
+======================================  ===================================================
+``insightface/models/buffalo_l/det_10g.onnx``   SCRFD signature; a real (weak) detector, see below
+``insightface/models/buffalo_l/w600k_r50.onnx`` ArcFace signature; random convnet, 512-d output
+``insightface/inswapper_128.onnx``              INSwapper signature; random convnet + ``emap``
+``facerestore_models/GFPGANv1.4.pth``           GFPGANv1Clean of the real size, random weights
+======================================  ===================================================
+
+Only the detector is not random: random weights would report random boxes and pipeline tests
+need faces where faces are. It repackages MTCNN's O-Net (trained weights shipped inside the
+``facenet-pytorch`` wheel, MIT) as one fully convolutional SCRFD-shaped graph: O-Net scores every
+48x48 window at six window sizes (48..544 px of the detector input, two per SCRFD stride); each
+window's face probability, box and five landmarks are converted to SCRFD's anchor-relative
+distances. It finds the six faces of insightface's ``t1.jpg`` and the face filling
+``Tom_Hanks_54745.png`` with scores near 1, and nothing on flat, black or noise images. It is
+deterministic, but it is NOT buffalo_l: no scores below ~48 px faces, different score
+calibration, about 2-3x the real detector's CPU cost at 640x640.
+
+Files are built once into a cache (``tests/.cache/synthetic-models/v<BUILDER_VERSION>``) and
+hard-linked (or copied across file systems) into each models folder. Do not modify the linked
+files in place (that would write through to the cache): replace them instead. A cache whose
+files changed size or mtime is rebuilt.
+
+Run ``python tests/synthetic_models.py DIR`` to populate a models folder by hand.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BUILDER_VERSION = 1
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = REPO / "tests" / ".cache" / "synthetic-models" / f"v{BUILDER_VERSION}"
+OPSET = 17  # onnxruntime 1.20+ runs it; the real buffalo_l/inswapper files are opset 11-13
+
+MODEL_FILES = {
+    "detector": "insightface/models/buffalo_l/det_10g.onnx",
+    "recognizer": "insightface/models/buffalo_l/w600k_r50.onnx",
+    "swapper": "insightface/inswapper_128.onnx",
+    "restorer": "facerestore_models/GFPGANv1.4.pth",
+}
+BAD_FILES = {
+    "not_a_swapper": "not_a_swapper.onnx",
+    "truncated_restorer": "GFPGANv1.4_truncated.pth",
+    "not_a_restorer": "not_a_restorer.pth",
+}
+
+
+def _rename_values(path: Path, renames: dict[str, str]) -> None:
+    """Give graph values the real files' numeric names, which torch.onnx.export refuses."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    g = proto.graph
+    for node in g.node:
+        for seq in (node.input, node.output):
+            for i, name in enumerate(seq):
+                seq[i] = renames.get(name, name)
+    for v in (*g.input, *g.output, *g.value_info):
+        v.name = renames.get(v.name, v.name)
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+
+
+# --------------------------------------------------------------------------- detector (SCRFD)
+
+# (stride, window sizes of its two anchors) in detector-input pixels; ~1.63x apart so O-Net,
+# which tolerates about that much scale error, sees every face size from ~40 to ~650 px.
+DET_WINDOWS = ((8, (48, 80)), (16, (128, 208)), (32, (336, 544)))
+# O-Net is confident on some non-faces (0.9-0.99): map its logit so only >~0.999 passes 0.5.
+DET_LOGIT_SCALE, DET_LOGIT_SHIFT = 0.5, 3.5
+SCRFD_OUTPUTS = ["448", "471", "494", "451", "474", "497", "454", "477", "500"]  # real names
+
+
+def _detector_module():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from facenet_pytorch.models.mtcnn import ONet
+
+    class DenseONet(nn.Module):
+        """O-Net with its dense layers turned into convolutions: one output per 48x48 window,
+        stride 8. facenet's O-Net flattens (W, H, C), hence the permute of dense5."""
+
+        def __init__(self):
+            super().__init__()
+            o = ONet(pretrained=True).eval()
+            self.features = nn.Sequential(o.conv1, o.prelu1, o.pool1, o.conv2, o.prelu2, o.pool2,
+                                          o.conv3, o.prelu3, o.pool3, o.conv4, o.prelu4)
+            self.dense5 = nn.Conv2d(128, 256, 3)
+            self.dense5.weight.data = o.dense5.weight.data.view(256, 3, 3, 128).permute(0, 3, 2, 1).contiguous()
+            self.dense5.bias.data = o.dense5.bias.data.clone()
+            self.prelu5 = o.prelu5
+            self.heads = nn.ModuleList()
+            for d in (o.dense6_1, o.dense6_2, o.dense6_3):
+                c = nn.Conv2d(256, d.out_features, 1)
+                c.weight.data = d.weight.data[:, :, None, None].clone()
+                c.bias.data = d.bias.data.clone()
+                self.heads.append(c)
+
+        def forward(self, x):
+            x = self.features(x)
+            x = self.prelu5(self.dense5(x))  # PReLU acts on dim 1 either way
+            cls, box, pts = (h(x) for h in self.heads)
+            return cls[:, 1:2] - cls[:, 0:1], box, pts  # face logit, box reg, 5 x then 5 y
+
+    def coords(like, axis):
+        """0, 1, 2, ... along ``axis`` (3: x, 2: y), shaped like ``like``'s first channel."""
+        return torch.ones_like(like[:, :1]).cumsum(axis) - 1
+
+    class ScrfdStandIn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.onet = DenseONet()
+
+        def windows(self, x, size):
+            """Absolute boxes/landmarks (input pixels) of windows of ``size`` px centred on a
+            grid of step size/6: O-Net window n sits at 8n in the rescaled, padded image."""
+            r = 48.0 / size
+            pad = size // 2
+            # extra right/bottom padding guarantees enough windows to cover every anchor
+            x = F.pad(x, (pad, pad + size // 3, pad, pad + size // 3), value=-127.5 / 128)
+            k = 1
+            while k * 2 * r <= 1.0:
+                k *= 2
+            if k > 1:  # area-style downscale first, so small rescales do not alias
+                x = F.avg_pool2d(x, k)
+            if abs(r * k - 1.0) > 1e-6:
+                x = F.interpolate(x, scale_factor=r * k, mode="bilinear", align_corners=False)
+            logit, box, pts = self.onet(x)
+            step = 8.0 / r  # window step in input pixels (= size / 6)
+            cx, cy = coords(logit, 3) * step, coords(logit, 2) * step  # window centres
+            x0, y0 = cx - size / 2, cy - size / 2
+            edges = torch.cat([x0 + box[:, 0:1] * size, y0 + box[:, 1:2] * size,
+                               x0 + size + box[:, 2:3] * size, y0 + size + box[:, 3:4] * size], 1)
+            px, py = x0 + pts[:, 0:5] * size, y0 + pts[:, 5:10] * size
+            kps = torch.stack([px, py], 2).flatten(1, 2)  # x0, y0, x1, y1, ... like SCRFD
+            return logit, edges, kps, step
+
+        def forward(self, img):
+            h, w = img.shape[2], img.shape[3]
+            scores, boxes, kpss = [], [], []
+            for stride, sizes in DET_WINDOWS:
+                per_anchor = []
+                for size in sizes:
+                    logit, edges, kps, step = self.windows(img, size)
+                    maps = torch.cat([logit, edges, kps], 1)
+                    # nearest window for each anchor; absolute coordinates survive the resampling
+                    if abs(step - stride) > 1e-6:
+                        maps = F.interpolate(maps, scale_factor=step / stride, mode="nearest")
+                    maps = maps[:, :, : h // stride, : w // stride]
+                    ax, ay = coords(maps, 3) * stride, coords(maps, 2) * stride
+                    score = torch.sigmoid(maps[:, 0:1] * DET_LOGIT_SCALE - DET_LOGIT_SHIFT)
+                    e = maps[:, 1:5]
+                    dist = torch.cat([ax - e[:, 0:1], ay - e[:, 1:2], e[:, 2:3] - ax, e[:, 3:4] - ay], 1)
+                    k = maps[:, 5:15]
+                    kd = k - torch.cat([ax, ay] * 5, 1)
+                    per_anchor.append((score, dist / stride, kd / stride))
+                # rows are (y, x, anchor), the order SCRFD's anchor centres use
+                for out, idx, width in ((scores, 0, 1), (boxes, 1, 4), (kpss, 2, 10)):
+                    t = torch.stack([a[idx] for a in per_anchor], 1)  # [1, A, C, h, w]
+                    out.append(t.permute(0, 3, 4, 1, 2).reshape(-1, width))
+            return (*scores, *boxes, *kpss)
+
+    return ScrfdStandIn().eval()
+
+
+def _build_detector(path: Path) -> None:
+    import torch
+
+    model = _detector_module()
+    dummy = torch.zeros(1, 3, 640, 640)
+    # The real det_10g.onnx names its input "input.1" and both spatial axes "?".
+    names = [f"out{i}" for i in range(9)]
+    axes = {"input.1": {2: "?", 3: "?"}}
+    axes.update({name: {0: f"anchors{i % 3}"} for i, name in enumerate(names)})
+    with torch.no_grad():
+        torch.onnx.export(model, (dummy,), str(path), input_names=["input.1"], output_names=names,
+                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+    _rename_values(path, dict(zip(names, SCRFD_OUTPUTS)))
+
+
+# --------------------------------------------------------------------------- recognizer (ArcFace)
+
+def _build_recognizer(path: Path) -> None:
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(1)
+    # Strided convs keep the layout of the crop, so different faces give clearly different
+    # vectors (a pooled random net maps every face to nearly the same direction).
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, 2, 1), nn.PReLU(16), nn.Conv2d(16, 32, 3, 2, 1), nn.PReLU(32),
+        nn.Conv2d(32, 32, 3, 2, 1), nn.PReLU(32), nn.AvgPool2d(2), nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 512), nn.BatchNorm1d(512)).eval()
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.zeros(2, 3, 112, 112),), str(path), input_names=["input.1"],
+                          output_names=["embedding"],
+                          dynamic_axes={"input.1": {0: "None"}, "embedding": {0: "None"}},
+                          opset_version=OPSET, dynamo=False)
+    _rename_values(path, {"embedding": "683"})  # the real file's output name
+
+
+# --------------------------------------------------------------------------- swapper (INSwapper)
+
+def _swapper_module(size: int):
+    import torch
+    import torch.nn as nn
+
+    class TinySwapper(nn.Module):
+        """Output = target nudged by a source-dependent random convnet, through a sigmoid:
+        the result stays recognisably the target face and changes with the source."""
+
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Conv2d(3, 16, 3, 1, 1)
+            self.style = nn.Linear(512, 16)
+            self.dec = nn.Conv2d(16, 3, 3, 1, 1)
+
+        def forward(self, target, source):
+            h = torch.relu(self.enc(target) + self.style(source)[:, :, None, None])
+            base = torch.logit(target.clamp(0.01, 0.99))
+            return torch.sigmoid(base + torch.tanh(self.dec(h)))
+
+    torch.manual_seed(2)
+    return TinySwapper().eval(), (torch.rand(1, 3, size, size), torch.randn(1, 512))
+
+
+def _export_swapper(path: Path, size: int) -> None:
+    import numpy as np
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    model, dummy = _swapper_module(size)
+    with torch.no_grad():
+        torch.onnx.export(model, dummy, str(path), input_names=["target", "source"],
+                          output_names=["output"], opset_version=OPSET, dynamo=False)
+    # insightface reads graph.initializer[-1] as the 512x512 embedding map; like the real file it
+    # is an unused initializer, appended last (ORT drops it from the session, harmlessly).
+    proto = onnx.load(str(path))
+    rng = np.random.default_rng(3)
+    emap = (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32)
+    proto.graph.initializer.append(numpy_helper.from_array(emap, "emap"))
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+
+
+def _build_swapper(path: Path) -> None:
+    _export_swapper(path, 128)
+
+
+# --------------------------------------------------------------------------- restorer (GFPGAN)
+
+def _build_restorer(path: Path) -> None:
+    import torch
+    from spandrel.architectures.GFPGAN import GFPGAN
+
+    torch.manual_seed(4)
+    # GFPGAN v1.4's hyperparameters (spandrel's loader uses the same ones).
+    model = GFPGAN(out_size=512, num_style_feat=512, channel_multiplier=2, decoder_load_path=None,
+                   fix_decoder=False, num_mlp=8, input_is_latent=True, different_w=True, narrow=1,
+                   sft_half=True)
+    torch.save({"params_ema": model.state_dict()}, str(path))
+
+
+_BUILDERS = {"detector": _build_detector, "recognizer": _build_recognizer,
+             "swapper": _build_swapper, "restorer": _build_restorer}
+
+
+# --------------------------------------------------------------------------- cache and linking
+
+def _manifest_ok(cache: Path) -> bool:
+    try:
+        manifest = json.loads((cache / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    for rel in MODEL_FILES.values():
+        st = (cache / rel).stat() if (cache / rel).is_file() else None
+        if st is None or manifest.get(rel) != [st.st_size, st.st_mtime_ns]:
+            return False  # missing, or written through a hard link
+    return True
+
+
+def ensure_cache(cache_dir: Path | None = None) -> Path:
+    """Build the four models into the cache unless a complete, unmodified build is there."""
+    cache = Path(cache_dir or os.environ.get("SWAPLINE_SYNTHETIC_CACHE") or DEFAULT_CACHE)
+    if _manifest_ok(cache):
+        return cache
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    # Parallel test workers share one cache: one builds while the others wait on the lock.
+    with open(cache.parent / f".{cache.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _manifest_ok(cache):
+            return cache
+        tmp = Path(tempfile.mkdtemp(prefix=f".{cache.name}-", dir=cache.parent))
+        try:
+            for role, rel in MODEL_FILES.items():
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                _BUILDERS[role](tmp / rel)
+            stats = {rel: (tmp / rel).stat() for rel in MODEL_FILES.values()}
+            (tmp / "manifest.json").write_text(json.dumps(
+                {rel: [st.st_size, st.st_mtime_ns] for rel, st in stats.items()}, indent=1))
+            if cache.exists():
+                shutil.rmtree(cache)
+            tmp.rename(cache)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return cache
+
+
+def _link(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists() or dst.is_symlink():
+        dst.unlink()
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(src, dst)
+
+
+def build_models(models_dir: Path, cache_dir: Path | None = None) -> dict[str, Path]:
+    """Place the four stand-ins under ``models_dir`` (ComfyUI models layout).
+
+    Returns {"detector", "recognizer", "swapper", "restorer"} -> path (see MODEL_FILES).
+    """
+    cache = ensure_cache(cache_dir)
+    out = {}
+    for role, rel in MODEL_FILES.items():
+        _link(cache / rel, Path(models_dir) / rel)
+        out[role] = Path(models_dir) / rel
+    return out
+
+
+def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, Path]:
+    """Files that must be rejected with a clear error (real copies, never links).
+
+    - ``not_a_swapper.onnx``: INSwapper-like but 64x64, so insightface routes it to nothing;
+    - ``GFPGANv1.4_truncated.pth``: the first 1 MiB of the synthetic GFPGAN (a broken download);
+    - ``not_a_restorer.pth``: a valid state dict of an unrelated tiny module.
+    """
+    import torch
+    import torch.nn as nn
+
+    bad_dir = Path(bad_dir)
+    bad_dir.mkdir(parents=True, exist_ok=True)
+    out = {role: bad_dir / name for role, name in BAD_FILES.items()}
+    _export_swapper(out["not_a_swapper"], 64)
+    with open(ensure_cache(cache_dir) / MODEL_FILES["restorer"], "rb") as f:
+        out["truncated_restorer"].write_bytes(f.read(1 << 20))
+    torch.manual_seed(5)
+    tiny = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 3, 3, padding=1))
+    torch.save(tiny.state_dict(), str(out["not_a_restorer"]))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (1, 2) or argv[0].startswith("-"):
+        print("usage: synthetic_models.py MODELS_DIR [BAD_MODELS_DIR]", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    for role, path in build_models(Path(argv[0])).items():
+        print(f"{role:10s} {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    if len(argv) == 2:
+        for role, path in build_bad_models(Path(argv[1])).items():
+            print(f"{role:18s} {path}")
+    print(f"done in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
