@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -85,10 +86,12 @@ class _Index:
 
 
 _cache: OrderedDict[tuple, tuple[VideoInfo, _Index]] = OrderedDict()
+_cache_lock = threading.Lock()     # ComfyUI may probe from its worker and server threads
 
 
 def clear_probe_cache() -> None:
-    _cache.clear()
+    with _cache_lock:
+        _cache.clear()
 
 
 def natural_key(name: str) -> list:
@@ -144,19 +147,21 @@ def probe(path: str | os.PathLike) -> VideoInfo:
 def _probe(path: str | os.PathLike) -> tuple[VideoInfo, _Index]:
     p = _checked_path(path)
     key = _stat_key(p)
-    hit = _cache.get(key)
-    if hit is not None:
-        _cache.move_to_end(key)
-        return hit
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
     if p.is_dir():
         result = _probe_folder(p)
     elif p.suffix.lower() in IMAGE_EXTS:
         result = _probe_pillow(p)
     else:
         result = _probe_av(p)
-    _cache[key] = result
-    while len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
+    with _cache_lock:
+        _cache[key] = result
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
     return result
 
 
@@ -336,7 +341,7 @@ def _count_decodable(p: Path) -> int:
 
 def _rotation_of(frame) -> int:
     # PyAV reports the display matrix angle counter-clockwise; np.rot90 turns the same way.
-    r = int(round((getattr(frame, "rotation", 0) or 0) / 90.0)) * 90
+    r = round((getattr(frame, "rotation", 0) or 0) / 90.0) * 90
     return r % 360
 
 
@@ -400,11 +405,11 @@ def iter_chunks(path: str | os.PathLike, start: int = 0, count: int | None = Non
 
 def read_frames(path: str | os.PathLike, indices: Sequence[int]) -> list[np.ndarray]:
     """Random access to a few frames, returned in the order asked (repeats allowed)."""
-    info, idx = _probe(path)
+    info = probe(path)
     for i in indices:
         _check_index(info, i)
     got: dict[int, np.ndarray] = {}
-    wanted = sorted(set(int(i) for i in indices))
+    wanted = sorted({int(i) for i in indices})
     # Runs of nearby frames share one seek; far-apart ones each get their own.
     runs: list[list[int]] = []
     for i in wanted:

@@ -12,8 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .video_read import (IMAGE_EXTS, VideoReadError, _checked_path, _open_av, _probe, _snap_rate,
-                         frame_time, probe)
+from .video_read import (
+    IMAGE_EXTS,
+    VideoReadError,
+    _checked_path,
+    _open_av,
+    _probe,
+    _snap_rate,
+    frame_time,
+    probe,
+)
 
 # Codecs an MP4/MOV plays everywhere without re-encoding. Opus/Vorbis/PCM/etc. become AAC.
 MP4_COPY_AUDIO = frozenset({"aac", "mp3"})
@@ -186,7 +194,7 @@ class VideoWriter:
         self._closed = True
         self._tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "VideoWriter":
+    def __enter__(self) -> VideoWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -381,4 +389,4 @@ def write_image(path: str | os.PathLike, rgb: np.ndarray, quality: int = 95) -> 
     return p
 
 
-__all__ = ["VideoWriter", "write_image", "MP4_COPY_AUDIO", "VideoReadError", "probe"]
+__all__ = ["MP4_COPY_AUDIO", "VideoReadError", "VideoWriter", "probe", "write_image"]

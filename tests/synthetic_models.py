@@ -58,6 +58,17 @@ BAD_FILES = {
 }
 
 
+def _export(model, args, path: Path, **kwargs) -> None:
+    """Legacy TorchScript exporter (no onnxscript needed), without its deprecation chatter."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(path), opset_version=OPSET, dynamo=False, **kwargs)
+
+
 def _rename_values(path: Path, renames: dict[str, str]) -> None:
     """Give graph values the real files' numeric names, which torch.onnx.export refuses."""
     import onnx
@@ -80,7 +91,7 @@ def _rename_values(path: Path, renames: dict[str, str]) -> None:
 # which tolerates about that much scale error, sees every face size from ~40 to ~650 px.
 DET_WINDOWS = ((8, (48, 80)), (16, (128, 208)), (32, (336, 544)))
 # O-Net is confident on some non-faces (0.9-0.99): map its logit so only >~0.999 passes 0.5.
-DET_LOGIT_SCALE, DET_LOGIT_SHIFT = 0.5, 3.5
+DET_LOGIT_SCALE, DET_LOGIT_SHIFT = 0.5, 3.0
 SCRFD_OUTPUTS = ["448", "471", "494", "451", "474", "497", "454", "477", "500"]  # real names
 
 
@@ -186,9 +197,7 @@ def _build_detector(path: Path) -> None:
     names = [f"out{i}" for i in range(9)]
     axes = {"input.1": {2: "?", 3: "?"}}
     axes.update({name: {0: f"anchors{i % 3}"} for i, name in enumerate(names)})
-    with torch.no_grad():
-        torch.onnx.export(model, (dummy,), str(path), input_names=["input.1"], output_names=names,
-                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+    _export(model, (dummy,), path, input_names=["input.1"], output_names=names, dynamic_axes=axes)
     _rename_values(path, dict(zip(names, SCRFD_OUTPUTS)))
 
 
@@ -205,11 +214,8 @@ def _build_recognizer(path: Path) -> None:
         nn.Conv2d(3, 16, 3, 2, 1), nn.PReLU(16), nn.Conv2d(16, 32, 3, 2, 1), nn.PReLU(32),
         nn.Conv2d(32, 32, 3, 2, 1), nn.PReLU(32), nn.AvgPool2d(2), nn.Flatten(),
         nn.Linear(32 * 7 * 7, 512), nn.BatchNorm1d(512)).eval()
-    with torch.no_grad():
-        torch.onnx.export(model, (torch.zeros(2, 3, 112, 112),), str(path), input_names=["input.1"],
-                          output_names=["embedding"],
-                          dynamic_axes={"input.1": {0: "None"}, "embedding": {0: "None"}},
-                          opset_version=OPSET, dynamo=False)
+    _export(model, (torch.zeros(2, 3, 112, 112),), path, input_names=["input.1"],
+            output_names=["embedding"], dynamic_axes={"input.1": {0: "None"}, "embedding": {0: "None"}})
     _rename_values(path, {"embedding": "683"})  # the real file's output name
 
 
@@ -245,9 +251,7 @@ def _export_swapper(path: Path, size: int) -> None:
     from onnx import numpy_helper
 
     model, dummy = _swapper_module(size)
-    with torch.no_grad():
-        torch.onnx.export(model, dummy, str(path), input_names=["target", "source"],
-                          output_names=["output"], opset_version=OPSET, dynamo=False)
+    _export(model, dummy, path, input_names=["target", "source"], output_names=["output"])
     # insightface reads graph.initializer[-1] as the 512x512 embedding map; like the real file it
     # is an unused initializer, appended last (ORT drops it from the session, harmlessly).
     proto = onnx.load(str(path))
@@ -306,6 +310,7 @@ def ensure_cache(cache_dir: Path | None = None) -> Path:
         if _manifest_ok(cache):
             return cache
         tmp = Path(tempfile.mkdtemp(prefix=f".{cache.name}-", dir=cache.parent))
+        tmp.chmod(0o755)
         try:
             for role, rel in MODEL_FILES.items():
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
