@@ -19,6 +19,7 @@ MODULES = {
     "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
     "swap": ("SwapperLoader", "SwapFaces"),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage"),
+    "provenance": ("C2PASink",),
 }
 
 

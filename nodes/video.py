@@ -210,32 +210,35 @@ class SaveVideo(io.ComfyNode):
 
     @classmethod
     def execute(cls, frames, filename_prefix, crf, preset, audio) -> io.NodeOutput:
-        from ..swapline_core.video_write import VideoWriter
-
-        out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
-            filename_prefix, folder_paths.get_output_directory(), frames.width, frames.height)
-        file = f"{name}_{counter:05}_.mp4"
-        path = os.path.join(out_dir, file)
-        hooks = _hooks(frames.count)
-        with VideoWriter(path, fps=_fps_of(frames), crf=crf, preset=preset) as writer:
-            if audio and frames.has_audio:
-                writer.add_audio_from(frames.path, start_frame=frames.start)
-            for _, chunk in frames.iter_chunks():
-                hooks.check_interrupt()
-                for f in chunk:
-                    writer.write(f)
-                hooks.progress(len(chunk))
-        written = writer.frames_written
-        if written != frames.count:
-            raise SwaplineError(f"wrote {written} frames but the sequence has {frames.count}")
-        result = {"file": os.path.join(subfolder, file), "frames": written, "audio": writer.audio_mode}
+        path, subfolder, file, result = encode_sequence(frames, filename_prefix, crf, preset, audio)
         return io.NodeOutput(path, ui={"images": [ui.SavedResult(file, subfolder, io.FolderType.output)],
                                         "animated": (True,), "swapline_video": [result]})
 
 
-def _fps_of(frames: FrameSequence):
-    from fractions import Fraction
+def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, preset: str, audio: bool):
+    """Stream a sequence into an MP4 in the output folder; returns (path, subfolder, file, summary)."""
+    from ..swapline_core.video_write import VideoWriter
 
+    out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
+        filename_prefix, folder_paths.get_output_directory(), frames.width, frames.height)
+    file = f"{name}_{counter:05}_.mp4"
+    path = os.path.join(out_dir, file)
+    hooks = _hooks(frames.count)
+    with VideoWriter(path, fps=_fps_of(frames), crf=crf, preset=preset) as writer:
+        if audio and frames.has_audio:
+            writer.add_audio_from(frames.path, start_frame=frames.start)
+        for _, chunk in frames.iter_chunks():
+            hooks.check_interrupt()
+            for f in chunk:
+                writer.write(f)
+            hooks.progress(len(chunk))
+    if writer.frames_written != frames.count:
+        raise SwaplineError(f"wrote {writer.frames_written} frames but the sequence has {frames.count}")
+    result = {"file": os.path.join(subfolder, file), "frames": writer.frames_written, "audio": writer.audio_mode}
+    return path, subfolder, file, result
+
+
+def _fps_of(frames: FrameSequence):
     info = video_read.probe(frames.path)
     return info.fps_fraction / frames.stride if frames.stride > 1 else info.fps_fraction
 

@@ -25,6 +25,7 @@ class Layer:
     name: str
     store_root: str
     key: str
+    models: tuple = ()           # (role, path) of every model that shaped this layer
 
     def store(self) -> ChunkStore:
         return ChunkStore(self.store_root, self.key)
@@ -72,6 +73,13 @@ class FrameSequence:
 
     def with_layer(self, layer: Layer) -> "FrameSequence":
         return replace(self, layers=self.layers + (layer,))
+
+    def original(self) -> "FrameSequence":
+        """The same frames before any stage changed them."""
+        return replace(self, layers=())
+
+    def model_files(self) -> list[tuple[str, str]]:
+        return [m for layer in self.layers for m in layer.models]
 
     def iter_chunks(self, first_chunk: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
         """(chunk number, frames with every layer applied), decoding the source once."""

@@ -157,4 +157,5 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root:
             report.seconds["store"] += time.perf_counter() - t0
             hooks.progress(len(frames))
             t_dec = time.perf_counter()
-    return seq.with_layer(Layer("swap", str(store.dir.parent), key)), report
+    models = tuple(swapper.model_files()) + tuple(faces.analyzer.model_files() if faces.analyzer else ())
+    return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report

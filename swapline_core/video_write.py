@@ -12,16 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .video_read import (
-    IMAGE_EXTS,
-    VideoReadError,
-    _checked_path,
-    _open_av,
-    _probe,
-    _snap_rate,
-    frame_time,
-    probe,
-)
+from .video_read import IMAGE_EXTS, _checked_path, _open_av, _probe, _snap_rate, frame_time
 
 # Codecs an MP4/MOV plays everywhere without re-encoding. Opus/Vorbis/PCM/etc. become AAC.
 MP4_COPY_AUDIO = frozenset({"aac", "mp3"})
@@ -185,11 +176,13 @@ class VideoWriter:
 
     def abort(self) -> None:
         """Drop the output: close everything and delete the partial file."""
+        import av
+
         if self._audio is not None:
             self._audio.close()
         try:
             self._out.close()
-        except Exception:
+        except (av.FFmpegError, OSError, ValueError):
             pass            # a half-initialised muxer may refuse to write its trailer
         self._closed = True
         self._tmp.unlink(missing_ok=True)
@@ -389,4 +382,4 @@ def write_image(path: str | os.PathLike, rgb: np.ndarray, quality: int = 95) -> 
     return p
 
 
-__all__ = ["MP4_COPY_AUDIO", "VideoReadError", "VideoWriter", "probe", "write_image"]
+__all__ = ["AAC_BITRATE", "MP4_COPY_AUDIO", "VideoWriter", "write_image"]

@@ -283,6 +283,16 @@ def test_iterating_600_frames_keeps_memory_flat(tmp_path):
     assert n == 600
     assert growth_mb < 150      # the whole clip as RGB would be 395 MB
 
+    # Re-encoding the clip: after the encoder's warm-up (lookahead buffers) RSS stays flat.
+    rss = {}
+    with vio.VideoWriter(tmp_path / "copy.mp4", fps=30, preset="ultrafast") as w:
+        for i, frame in vio.iter_frames(p):
+            w.write(frame)
+            if i in (100, 599):
+                rss[i] = proc.memory_info().rss
+    assert (rss[599] - rss[100]) / 2**20 < 30
+    assert vio.probe(tmp_path / "copy.mp4").frame_count == 600
+
 
 # ------------------------------------------------------------------------------- errors
 
