@@ -170,15 +170,21 @@ class ComfyServer:
                 raise ComfyExecutionError(data)
             if kind == "execution_interrupted":
                 return events
-            if kind == "execution_success" or (kind == "executing" and data.get("node") is None
-                                                and data.get("prompt_id") == prompt_id):
+            # "executing" with node None comes after the history entry is stored (execution_success
+            # comes before it), so only that one means /history is complete.
+            if kind == "executing" and data.get("node") is None and data.get("prompt_id") == prompt_id:
                 return events
         raise TimeoutError(f"prompt {prompt_id} did not finish in {timeout}s")
 
-    def history(self, prompt_id: str) -> dict:
-        r = requests.get(f"{self.url}/history/{prompt_id}", timeout=30)
-        r.raise_for_status()
-        return r.json().get(prompt_id, {})
+    def history(self, prompt_id: str, wait: float = 30.0) -> dict:
+        deadline = time.time() + wait
+        while True:
+            r = requests.get(f"{self.url}/history/{prompt_id}", timeout=30)
+            r.raise_for_status()
+            entry = r.json().get(prompt_id)
+            if entry or time.time() > deadline:
+                return entry or {}
+            time.sleep(0.2)
 
     def run(self, prompt: dict, timeout: float = 900.0) -> dict:
         """Queue a prompt, follow it to the end, return its history entry (outputs per node)."""
