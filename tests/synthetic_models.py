@@ -1,33 +1,37 @@
 """Stand-ins for the face models nobody can download here, under the real names and signatures.
 
 Users put InsightFace's ``buffalo_l`` pack, ``inswapper_128.onnx`` and ``GFPGANv1.4.pth`` into
-ComfyUI's models folder; none of them can be fetched on the build machine. Tests therefore build
-files with the exact input/output signatures, so insightface's shape-based router and spandrel's
-key-based detector treat them like the real ones, and our loading code runs unchanged:
+ComfyUI's models folder; none of them can be fetched on the build machine. Tests build files
+with the exact input/output signatures instead, so insightface's shape-based router and
+spandrel's key-based detector treat them like the real ones and our loading code runs unchanged:
 
-======================================  ===================================================
-``insightface/models/buffalo_l/det_10g.onnx``   SCRFD signature; a real (weak) detector, see below
-``insightface/models/buffalo_l/w600k_r50.onnx`` ArcFace signature; random convnet, 512-d output
-``insightface/inswapper_128.onnx``              INSwapper signature; random convnet + ``emap``
-``facerestore_models/GFPGANv1.4.pth``           GFPGANv1Clean of the real size, random weights
-======================================  ===================================================
+- ``insightface/models/buffalo_l/det_10g.onnx``: SCRFD signature (input ``input.1``
+  [1,3,?,?]; 9 outputs: scores, box distances, keypoints for strides 8/16/32, 2 anchors);
+- ``insightface/models/buffalo_l/w600k_r50.onnx``: ArcFace signature ([None,3,112,112] ->
+  [None,512]); small random convnet;
+- ``insightface/inswapper_128.onnx``: INSwapper signature (``target`` [1,3,128,128] RGB/255,
+  ``source`` [1,512] -> one [1,3,128,128] output in [0,1]; last initializer ``emap`` 512x512);
+  random convnet that tints the target face depending on the source;
+- ``facerestore_models/GFPGANv1.4.pth``: GFPGANv1Clean of the real size (~349 MB), random weights.
 
-Only the detector is not random: random weights would report random boxes and pipeline tests
+Only the detector is not random: random weights would report random boxes, and pipeline tests
 need faces where faces are. It repackages MTCNN's O-Net (trained weights shipped inside the
-``facenet-pytorch`` wheel, MIT) as one fully convolutional SCRFD-shaped graph: O-Net scores every
-48x48 window at six window sizes (48..544 px of the detector input, two per SCRFD stride); each
-window's face probability, box and five landmarks are converted to SCRFD's anchor-relative
-distances. It finds the six faces of insightface's ``t1.jpg`` and the face filling
-``Tom_Hanks_54745.png`` with scores near 1, and nothing on flat, black or noise images. It is
-deterministic, but it is NOT buffalo_l: no scores below ~48 px faces, different score
-calibration, about 2-3x the real detector's CPU cost at 640x640.
+``facenet-pytorch`` wheel, MIT) as one fully convolutional SCRFD-shaped graph: O-Net scores
+every window of six sizes (48..544 px of the detector input, two per SCRFD stride, windows
+every size/6 px) and each window's face probability, box and five landmarks become SCRFD's
+anchor-relative outputs. At det_size 640 it finds the six faces of insightface's ``t1.jpg``
+(scores 0.76-0.97) and the face filling ``Tom_Hanks_54745.png`` (0.99), and nothing on black,
+flat or noise images. It is deterministic, but it is not buffalo_l: faces under ~40 px in the
+detector input are missed (at det_size 320 ``t1.jpg`` gives one face), scores are calibrated
+differently, and it is slower (~0.3-0.7 s per 640x640 frame on two busy CPU cores).
 
-Files are built once into a cache (``tests/.cache/synthetic-models/v<BUILDER_VERSION>``) and
-hard-linked (or copied across file systems) into each models folder. Do not modify the linked
-files in place (that would write through to the cache): replace them instead. A cache whose
-files changed size or mtime is rebuilt.
+Files are built once into a cache (``tests/.cache/synthetic-models/v<BUILDER_VERSION>``, or
+``$SWAPLINE_SYNTHETIC_CACHE``; ~9 s, 339 MB) and hard-linked (copied across file systems) into
+each models folder. Do not write to the linked files in place, that writes through to the
+cache: replace them. A cache whose files changed size or mtime is rebuilt. The builds are
+byte-for-byte reproducible with the pinned torch/onnx.
 
-Run ``python tests/synthetic_models.py DIR`` to populate a models folder by hand.
+``python tests/synthetic_models.py MODELS_DIR [BAD_MODELS_DIR]`` populates folders by hand.
 """
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = REPO / "tests" / ".cache" / "synthetic-models" / f"v{BUILDER_VERSION}"
 OPSET = 17  # onnxruntime 1.20+ runs it; the real buffalo_l/inswapper files are opset 11-13
@@ -69,12 +73,15 @@ def _export(model, args, path: Path, **kwargs) -> None:
         torch.onnx.export(model, args, str(path), opset_version=OPSET, dynamo=False, **kwargs)
 
 
-def _rename_values(path: Path, renames: dict[str, str]) -> None:
-    """Give graph values the real files' numeric names, which torch.onnx.export refuses."""
+def _rename_values(path: Path, renames: dict[str, str], widths: list[int] | None = None) -> None:
+    """Give graph values the real files' numeric names, which torch.onnx.export refuses, and
+    optionally declare the outputs' fixed last dimension (the exporter leaves it symbolic)."""
     import onnx
 
     proto = onnx.load(str(path))
     g = proto.graph
+    for out, width in zip(g.output, widths or []):
+        out.type.tensor_type.shape.dim[-1].dim_value = width
     for node in g.node:
         for seq in (node.input, node.output):
             for i, name in enumerate(seq):
@@ -90,16 +97,16 @@ def _rename_values(path: Path, renames: dict[str, str]) -> None:
 # (stride, window sizes of its two anchors) in detector-input pixels; ~1.63x apart so O-Net,
 # which tolerates about that much scale error, sees every face size from ~40 to ~650 px.
 DET_WINDOWS = ((8, (48, 80)), (16, (128, 208)), (32, (336, 544)))
-# O-Net is confident on some non-faces (0.9-0.99): map its logit so only >~0.999 passes 0.5.
+# O-Net is confident on some non-faces (p 0.9-0.99): map its logit so only p > 0.9975 passes 0.5.
 DET_LOGIT_SCALE, DET_LOGIT_SHIFT = 0.5, 3.0
 SCRFD_OUTPUTS = ["448", "471", "494", "451", "474", "497", "454", "477", "500"]  # real names
 
 
 def _detector_module():
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
     from facenet_pytorch.models.mtcnn import ONet
+    from torch import nn
 
     class DenseONet(nn.Module):
         """O-Net with its dense layers turned into convolutions: one output per 48x48 window,
@@ -111,7 +118,8 @@ def _detector_module():
             self.features = nn.Sequential(o.conv1, o.prelu1, o.pool1, o.conv2, o.prelu2, o.pool2,
                                           o.conv3, o.prelu3, o.pool3, o.conv4, o.prelu4)
             self.dense5 = nn.Conv2d(128, 256, 3)
-            self.dense5.weight.data = o.dense5.weight.data.view(256, 3, 3, 128).permute(0, 3, 2, 1).contiguous()
+            w5 = o.dense5.weight.data.view(256, 3, 3, 128)  # (out, W, H, C)
+            self.dense5.weight.data = w5.permute(0, 3, 2, 1).contiguous()
             self.dense5.bias.data = o.dense5.bias.data.clone()
             self.prelu5 = o.prelu5
             self.heads = nn.ModuleList()
@@ -198,14 +206,14 @@ def _build_detector(path: Path) -> None:
     axes = {"input.1": {2: "?", 3: "?"}}
     axes.update({name: {0: f"anchors{i % 3}"} for i, name in enumerate(names)})
     _export(model, (dummy,), path, input_names=["input.1"], output_names=names, dynamic_axes=axes)
-    _rename_values(path, dict(zip(names, SCRFD_OUTPUTS)))
+    _rename_values(path, dict(zip(names, SCRFD_OUTPUTS)), [1] * 3 + [4] * 3 + [10] * 3)
 
 
 # --------------------------------------------------------------------------- recognizer (ArcFace)
 
 def _build_recognizer(path: Path) -> None:
     import torch
-    import torch.nn as nn
+    from torch import nn
 
     torch.manual_seed(1)
     # A random net maps every face to nearly the same direction (cosine ~0.95): normalising
@@ -224,7 +232,7 @@ def _build_recognizer(path: Path) -> None:
 
 def _swapper_module(size: int):
     import torch
-    import torch.nn as nn
+    from torch import nn
 
     class TinySwapper(nn.Module):
         """Output = target nudged by a source-dependent random convnet, through a sigmoid:
@@ -249,13 +257,12 @@ def _swapper_module(size: int):
 def _export_swapper(path: Path, size: int) -> None:
     import numpy as np
     import onnx
-    import torch
     from onnx import numpy_helper
 
     model, dummy = _swapper_module(size)
     _export(model, dummy, path, input_names=["target", "source"], output_names=["output"])
-    # insightface reads graph.initializer[-1] as the 512x512 embedding map; like the real file it
-    # is an unused initializer, appended last (ORT drops it from the session, harmlessly).
+    # insightface reads graph.initializer[-1] as the 512x512 embedding map and applies it in
+    # numpy; no node uses it, so ORT logs "Removing initializer 'emap'" when loading (harmless).
     proto = onnx.load(str(path))
     rng = np.random.default_rng(3)
     emap = (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32)
@@ -359,7 +366,7 @@ def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, 
     - ``not_a_restorer.pth``: a valid state dict of an unrelated tiny module.
     """
     import torch
-    import torch.nn as nn
+    from torch import nn
 
     bad_dir = Path(bad_dir)
     bad_dir.mkdir(parents=True, exist_ok=True)
