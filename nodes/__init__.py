@@ -20,6 +20,7 @@ MODULES = {
     "swap": ("SwapperLoader", "SwapFaces"),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage"),
     "provenance": ("C2PASink",),
+    "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
 }
 
 

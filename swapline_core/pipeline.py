@@ -1,4 +1,4 @@
-"""Streaming stages over a FrameSequence: track faces, swap, (restore), each chunk by chunk.
+"""Streaming stages over a FrameSequence: track faces, swap, restore, each chunk by chunk.
 
 Every stage writes its chunks to a ChunkStore keyed by its inputs, so peak memory is one chunk
 and a re-run after an interrupt or crash resumes at the first missing chunk. ``hooks`` lets
@@ -159,3 +159,47 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root:
             t_dec = time.perf_counter()
     models = tuple(swapper.model_files()) + tuple(faces.analyzer.model_files() if faces.analyzer else ())
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report
+
+
+def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str, hooks: Hooks,
+                   *, weight: float = 1.0, batch: int = 4) -> tuple[FrameSequence, StageReport]:
+    """Restore the tracked faces of every frame (on top of any swap layer); adds a restore layer."""
+    if len(faces.frames) != seq.count:
+        raise ValueError(f"the faces cover {len(faces.frames)} frames but the clip has {seq.count}: "
+                         "connect the same frames to Track Faces and Restore Faces")
+    track_key = stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
+    # ``batch`` is left out of the key: it changes speed and memory, not the result.
+    key = stage_key("restore", seq.key, track_key, restorer.name, model_stamp(restorer), round(float(weight), 4),
+                    getattr(restorer, "settings", None))
+    store = ChunkStore(store_root, key, {"stage": "restore", "restorer": restorer.name, "weight": weight})
+    report = StageReport("restore", key, seq.n_chunks)
+    first_missing = next((c for c in range(seq.n_chunks) if not store.has(c)), seq.n_chunks)
+    report.chunks_resumed = first_missing
+    for c in range(first_missing):
+        hooks.progress(len(seq.chunk_range(c)))
+    faces_restored = 0
+    if first_missing < seq.n_chunks:
+        t_dec = time.perf_counter()
+        for c, frames in seq.iter_chunks(first_missing):
+            report.seconds["decode"] += time.perf_counter() - t_dec
+            if store.has(c):
+                hooks.progress(len(frames))
+                t_dec = time.perf_counter()
+                continue
+            hooks.check_interrupt()
+            chunk_faces = [faces.frames[i].faces for i in seq.chunk_range(c)]
+            t0 = time.perf_counter()
+            patches = restorer.restore(frames, chunk_faces, weight=weight, batch=batch,
+                                       check_interrupt=hooks.check_interrupt)
+            report.seconds["restore"] += time.perf_counter() - t0
+            faces_restored += sum(len(ps) for ps in patches)
+            t0 = time.perf_counter()
+            results = [apply_patches(f, ps) if ps else f for f, ps in zip(frames, patches)]
+            report.seconds["paste"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            store.save(c, encode_layer_chunk(frames, results, patches))
+            report.seconds["store"] += time.perf_counter() - t0
+            hooks.progress(len(frames))
+            t_dec = time.perf_counter()
+    report.extra["faces_restored"] = faces_restored
+    return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(restorer.model_files()))), report

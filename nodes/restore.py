@@ -1,0 +1,162 @@
+"""Face restoration nodes: load GFPGAN/RestoreFormer/CodeFormer, restore an image batch or a clip."""
+from __future__ import annotations
+
+import json
+
+from comfy_api.latest import io
+
+from ..swapline_core import pipeline
+from ..swapline_core.errors import SwaplineError
+from ..swapline_core.faces import FaceSet
+from ..swapline_core.model_cache import cached
+from ..swapline_core.paste import apply_patches, union_mask
+from ..swapline_core.restore import load_restorer
+from . import model_paths
+from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
+from .types import CATEGORY, Faces, Frames, Restorer
+
+CHUNK = 8
+# Peak activation memory per 512x512 face on top of the weights, so ComfyUI frees enough VRAM
+# before a batch (the upscale node budgets its tiles the same way). Measured for GFPGANv1.4 in
+# float32 on CUDA: 716 MiB at batch 1, ~782 MiB per face at batch 4-16.
+BYTES_PER_FACE = 800 * 1024 ** 2
+
+
+def load_managed_restorer(name: str, fidelity: float, mask_blur: float):
+    """The restorer with its weights owned by ComfyUI's model management (VRAM, offloading)."""
+    import comfy.model_management as mm
+    import comfy.model_patcher
+
+    path = model_paths.resolve(model_paths.FACERESTORE, name)
+    load_device = mm.get_torch_device()
+    offload_device = mm.unet_offload_device()
+
+    def build():
+        # Load on the offload device: load_models_gpu moves it when there is room, and can
+        # offload it again when a diffusion model needs the VRAM.
+        restorer = load_restorer(path, device=offload_device, fidelity=fidelity, mask_blur=mask_blur)
+        patcher = comfy.model_patcher.ModelPatcher(restorer.module, load_device=load_device,
+                                                   offload_device=offload_device)
+        restorer.patcher = patcher  # lives as long as the cached restorer; nodes may reach it here
+        restorer.use_device(load_device, lambda n: mm.load_models_gpu([patcher], memory_required=n * BYTES_PER_FACE))
+        return restorer
+
+    return cached("face-restorer", path, (fidelity, mask_blur, str(load_device)), build)
+
+
+class RestorerLoader(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineRestorerLoader",
+            display_name="Load Face Restorer (Swapline)",
+            category=f"{CATEGORY}/loaders",
+            description="Loads a face restoration model from models/facerestore_models: GFPGAN v1.3/v1.4, "
+                        "RestoreFormer, or CodeFormer (needs spandrel_extra_arches). Its VRAM is managed by "
+                        "ComfyUI like any other model.",
+            inputs=[
+                io.Combo.Input("restorer", options=model_paths.files(model_paths.FACERESTORE),
+                               tooltip="Face restoration model file in models/facerestore_models (e.g. GFPGANv1.4.pth)."),
+                io.Float.Input("codeformer_fidelity", default=0.5, min=0.0, max=1.0, step=0.05,
+                               tooltip="CodeFormer only: 0 favours quality, 1 favours fidelity to the input face."),
+                io.Float.Input("mask_blur", default=0.1, min=0.0, max=0.3, step=0.005,
+                               tooltip="Feather width of the paste-back mask as a fraction of the face crop (inside the mask only)."),
+            ],
+            outputs=[Restorer.Output(display_name="restorer")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, restorer):
+        # ComfyUI 0.3.75 checks combo values only for V1 nodes (a V3 combo is served as "COMBO"),
+        # so a stale workflow naming a missing file would otherwise fail only at run time.
+        # No **kwargs here: that would switch off core's min/max checks of the other inputs.
+        available = model_paths.files(model_paths.FACERESTORE)
+        if restorer not in available:
+            where = ", ".join(model_paths.folders(model_paths.FACERESTORE)) or "(no folder configured)"
+            return (f"face restorer '{restorer}' is not in facerestore_models (folders: {where}); "
+                    f"available: {available or 'none'}")
+        return True
+
+    @classmethod
+    def execute(cls, restorer, codeformer_fidelity, mask_blur) -> io.NodeOutput:
+        return io.NodeOutput(load_managed_restorer(restorer, codeformer_fidelity, mask_blur))
+
+
+def _weight_input():
+    return io.Float.Input("weight", default=1.0, min=0.0, max=1.0, step=0.05,
+                          tooltip="Blend between the original face (0) and the restored face (1).")
+
+
+def _batch_input():
+    return io.Int.Input("batch", default=4, min=1, max=64,
+                        tooltip="Faces sent through the network together; lower it if you run out of VRAM.")
+
+
+class RestoreFaces(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineRestoreFaces",
+            display_name="Restore Faces (Swapline)",
+            category=f"{CATEGORY}/restore",
+            description="Restores the given faces of an image batch (typically the swapped ones): each face is "
+                        "aligned to the FFHQ template, restored in batches, blended by weight and pasted back "
+                        "with a feathered mask. No second detector runs; pixels outside the faces are unchanged.",
+            inputs=[
+                io.Image.Input("images", tooltip="The images to restore (e.g. the output of Swap Faces)."),
+                Faces.Input("faces", tooltip="Faces of these images to restore (Select Faces, same images)."),
+                Restorer.Input("restorer", tooltip="From Load Face Restorer."),
+                _weight_input(),
+                _batch_input(),
+            ],
+            outputs=[io.Image.Output(display_name="images"), io.Mask.Output(display_name="mask")],
+        )
+
+    @classmethod
+    def execute(cls, images, faces: FaceSet, restorer, weight, batch) -> io.NodeOutput:
+        frames = to_arrays(images)
+        if len(faces.frames) != len(frames):
+            raise SwaplineError(f"faces were detected on {len(faces.frames)} frames but {len(frames)} images "
+                                "were given: connect the same images to Detect Faces and Restore Faces")
+        pbar = progress(len(frames))
+        out, masks = [], []
+        for s in range(0, len(frames), CHUNK):
+            check_interrupt()
+            chunk = frames[s:s + CHUNK]
+            patches = restorer.restore(chunk, [fr.faces for fr in faces.frames[s:s + CHUNK]], weight=weight,
+                                       batch=batch, check_interrupt=check_interrupt)
+            for frame, ps in zip(chunk, patches):
+                out.append(apply_patches(frame, ps) if ps else frame)
+                masks.append(union_mask(frame.shape[:2], ps))
+            pbar.update(len(chunk))
+        return io.NodeOutput(to_image(out), to_mask(masks))
+
+
+class RestoreFrames(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineRestoreFrames",
+            display_name="Restore Faces in Frames (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Restores the tracked faces of a frame sequence chunk by chunk, after the swap. Only "
+                        "changed pixels are stored, per chunk, on disk; re-queuing after an interrupt reuses "
+                        "finished chunks. The frame count never changes.",
+            inputs=[
+                Frames.Input("frames", tooltip="Frame sequence (e.g. from Swap Faces in Frames)."),
+                Faces.Input("faces", tooltip="From Track Faces (same frames)."),
+                Restorer.Input("restorer", tooltip="From Load Face Restorer."),
+                _weight_input(),
+                _batch_input(),
+            ],
+            outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="report")],
+        )
+
+    @classmethod
+    def execute(cls, frames, faces, restorer, weight, batch) -> io.NodeOutput:
+        pbar = progress(frames.count)
+        hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
+        out, report = pipeline.restore_frames(frames, faces, restorer, model_paths.swapline_cache_dir(), hooks,
+                                              weight=weight, batch=batch)
+        text = json.dumps(report.to_json())
+        return io.NodeOutput(out, text, ui=preview_ui(cls, restore=report.to_json()))
