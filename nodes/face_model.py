@@ -99,5 +99,12 @@ class LoadFaceModel(io.ComfyNode):
         return os.path.getmtime(path) if path else face_model
 
     @classmethod
+    def validate_inputs(cls, face_model):
+        if face_model not in model_paths.files(model_paths.FACE_MODELS):
+            return (f"face model '{face_model}' was not found in "
+                    f"{', '.join(model_paths.folders(model_paths.FACE_MODELS))}: save one with Save Face Model")
+        return True
+
+    @classmethod
     def execute(cls, face_model) -> io.NodeOutput:
         return io.NodeOutput(core_fm.load(model_paths.resolve(model_paths.FACE_MODELS, face_model)))

@@ -29,7 +29,7 @@ def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, ma
         from ..swapline_core.classical_swap import ClassicalSwapper
 
         return cached("classical-swapper", "", settings,
-                      lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
+                      lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_blur=mask_blur))
     from ..swapline_core.inswapper import InSwapper
 
     path = model_paths.resolve(model_paths.INSIGHTFACE, name)
@@ -59,6 +59,13 @@ class SwapperLoader(io.ComfyNode):
             ],
             outputs=[Swapper.Output(display_name="swapper")],
         )
+
+    @classmethod
+    def validate_inputs(cls, swapper):
+        if swapper != CLASSICAL and swapper not in swapper_files():
+            return (f"swapper '{swapper}' was not found in {', '.join(model_paths.folders(model_paths.INSIGHTFACE))} "
+                    f"(see README.md#models); available: {swapper_files() or 'none'}")
+        return True
 
     @classmethod
     def execute(cls, swapper, provider, mask, mask_erode, mask_blur) -> io.NodeOutput:

@@ -81,7 +81,7 @@ class LoadVideo(io.ComfyNode):
         return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
     @classmethod
-    def validate_inputs(cls, video, **_):
+    def validate_inputs(cls, video):  # no **kwargs: it would switch off core's range checks
         try:
             resolve_input(video)
         except (ValueError, FileNotFoundError) as exc:

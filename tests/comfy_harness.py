@@ -48,7 +48,10 @@ def free_port() -> int:
 
 
 class ComfyServer:
-    def __init__(self, base_dir: Path, models_dir: Path, extra_args: tuple[str, ...] = ()):
+    def __init__(self, base_dir: Path, models_dir: Path, extra_args: tuple[str, ...] = (),
+                 comfy_dir: Path = COMFY, link_pack: bool = True):
+        self.comfy_dir = Path(comfy_dir)
+        self.link_pack = link_pack
         self.base_dir = Path(base_dir)
         self.models_dir = Path(models_dir)
         self.port = free_port()
@@ -63,7 +66,7 @@ class ComfyServer:
         for sub in ("custom_nodes", "input", "output", "user/default", "models"):
             (self.base_dir / sub).mkdir(parents=True, exist_ok=True)
         link = self.base_dir / "custom_nodes" / "swapline"
-        if not link.exists():
+        if self.link_pack and not link.exists():
             link.symlink_to(REPO, target_is_directory=True)
         settings = self.base_dir / "user" / "default" / "comfy.settings.json"
         if not settings.exists():
@@ -83,7 +86,7 @@ class ComfyServer:
                "--extra-model-paths-config", str(self.base_dir / "extra_model_paths.yaml"), *self.extra_args]
         log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1", DO_NOT_TRACK="1")
-        self.proc = subprocess.Popen(cmd, cwd=COMFY, stdout=log, stderr=subprocess.STDOUT, env=env,
+        self.proc = subprocess.Popen(cmd, cwd=self.comfy_dir, stdout=log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -1,0 +1,163 @@
+"""The QA report as a picture: identity/leakage and flicker ratio over frame index.
+
+Drawn with OpenCV, which the pack already needs, rather than matplotlib (not a dependency and
+heavy to import inside ComfyUI). Where a frame has several faces the worst one is plotted (lowest
+identity, highest leakage and flicker), because that is the face that decides the frame.
+"""
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+W, H = 1000, 420
+LEFT, RIGHT, TOP, GAP, BOTTOM = 64, 16, 52, 40, 40
+FONT = cv2.FONT_HERSHEY_SIMPLEX
+# RGB (the image is returned RGB, cv2 only sees numbers)
+BG, INK, GRID = (255, 255, 255), (40, 40, 40), (225, 225, 225)
+BLUE, ORANGE, GREEN, RED = (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40)
+FAIL_BAND = (250, 215, 215)
+
+
+def _worst(report: dict, metric: str, pick) -> list[float | None]:
+    out = []
+    for rec in report["frames"]:
+        vals = [f[metric] for f in rec.get("faces", []) if f.get(metric) is not None]
+        out.append(pick(vals) if vals else None)
+    return out
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    span = max(hi - lo, 1e-9)
+    raw = span / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def _text(img, s, org, scale=0.42, color=INK, thick=1):
+    cv2.putText(img, s, (int(org[0]), int(org[1])), FONT, scale, color, thick, cv2.LINE_AA)
+
+
+def _dashed(img, y, x0, x1, color, dash=8):
+    for x in range(int(x0), int(x1), dash * 2):
+        cv2.line(img, (x, y), (min(x + dash, int(x1)), y), color, 1, cv2.LINE_AA)
+
+
+class _Panel:
+    def __init__(self, img, top, bottom, n, lo, hi, ylabel):
+        self.img, self.top, self.bottom, self.n = img, top, bottom, max(n, 1)
+        self.lo, self.hi = lo, hi
+        self.x0, self.x1 = LEFT, W - RIGHT
+        for t in _nice_ticks(lo, hi):
+            _text(img, f"{t:g}", (6, self.y(t) + 4), 0.38)
+        _text(img, ylabel, (self.x0, top - 8), 0.45, INK, 1)
+        self.frame()
+
+    def frame(self):
+        """Grid and border; drawn again after the failure bands, which would hide them."""
+        for t in _nice_ticks(self.lo, self.hi):
+            cv2.line(self.img, (self.x0 + 1, self.y(t)), (self.x1 - 1, self.y(t)), GRID, 1)
+        cv2.rectangle(self.img, (self.x0, self.top), (self.x1, self.bottom), INK, 1)
+
+    def x(self, i: float) -> int:
+        return round(self.x0 + (i + 0.5) * (self.x1 - self.x0) / self.n)
+
+    def y(self, v: float) -> int:
+        f = (v - self.lo) / max(self.hi - self.lo, 1e-9)
+        return round(self.bottom - float(np.clip(f, 0, 1)) * (self.bottom - self.top))
+
+    def band(self, i: int, color):
+        half = max(1, math.ceil((self.x1 - self.x0) / (2 * self.n)))
+        cv2.rectangle(self.img, (self.x(i) - half, self.top + 1), (self.x(i) + half, self.bottom - 1), color, -1)
+
+    def series(self, values, color, failing):
+        run: list[tuple[int, int]] = []
+        for i, v in enumerate(values + [None]):
+            if v is None:  # a gap (no face / skipped) breaks the line instead of bridging it
+                if len(run) > 1:
+                    cv2.polylines(self.img, [np.array(run, np.int32)], False, color, 2, cv2.LINE_AA)
+                run = []
+                continue
+            run.append((self.x(i), self.y(v)))
+        for i, v in enumerate(values):
+            if v is not None:
+                cv2.circle(self.img, (self.x(i), self.y(v)), 4 if i in failing else 2,
+                           RED if i in failing else color, -1, cv2.LINE_AA)
+
+    def threshold(self, v, color):
+        _dashed(self.img, self.y(v), self.x0, self.x1, color)
+
+    def legend(self, items):
+        # Above the panel, right-aligned: inside it would cover data points.
+        x = self.x1 - sum(40 + 7 * len(s) for s, _, _ in items)
+        y = self.top - 8
+        for label, color, dashed in items:
+            if dashed:
+                _dashed(self.img, y - 4, x, x + 24, color, 4)
+            else:
+                cv2.line(self.img, (x, y - 4), (x + 24, y - 4), color, 2, cv2.LINE_AA)
+            _text(self.img, label, (x + 28, y), 0.38)
+            x += 40 + 7 * len(label)
+
+
+def _range(values, extra, lo_pad, hi_pad, floor=None, ceil=None):
+    vals = [v for v in values if v is not None] + list(extra)
+    lo, hi = min(vals) - lo_pad, max(vals) + hi_pad
+    if floor is not None:
+        lo = max(lo, floor)
+    if ceil is not None:
+        hi = min(hi, ceil)
+    return lo, hi
+
+
+def plot_report(report: dict) -> np.ndarray:
+    """RGB uint8 image (420 x 1000) of a report from :func:`swapline_core.qa.run_qa`."""
+    img = np.full((H, W, 3), BG, np.uint8)
+    th = report.get("thresholds", {})
+    frames = report["frames"]
+    n = len(frames)
+    failing = {i for i, r in enumerate(frames) if r["status"] == "fail"}
+    ident = _worst(report, "identity", min)
+    leak = _worst(report, "leakage", max)
+    flick = _worst(report, "flicker_ratio", max)
+
+    s = report.get("summary", {})
+    title = (f"QA {report.get('decision', '?').upper()}: {s.get('ok', 0)} ok, {s.get('fail', 0)} failing, "
+             f"{s.get('no_face', 0)} without face, {s.get('skipped', 0)} skipped of {n} frames")
+    _text(img, title, (LEFT, 22), 0.55, RED if report.get("decision") == "fail" else GREEN, 1)
+
+    plot_h = (H - TOP - GAP - BOTTOM) // 2
+    top1, top2 = TOP, TOP + plot_h + GAP
+    lims = [th[k] for k in ("min_identity", "max_leakage") if k in th]
+    lo, hi = _range(ident + leak, lims or [0.0, 1.0], 0.03, 0.06, -1.0, 1.0)
+    p1 = _Panel(img, top1, top1 + plot_h, n, lo, hi, "similarity")
+    p2_hi = _range(flick, [th.get("max_flicker_ratio", 1.0), 1.0], 0, 0.5)[1]
+    p2 = _Panel(img, top2, top2 + plot_h, n, 0.0, p2_hi, "flicker ratio")
+    for i in failing:
+        p1.band(i, FAIL_BAND)
+        p2.band(i, FAIL_BAND)
+    p1.frame()
+    p2.frame()
+    if "min_identity" in th:
+        p1.threshold(th["min_identity"], BLUE)
+    if "max_leakage" in th:
+        p1.threshold(th["max_leakage"], ORANGE)
+    if "max_flicker_ratio" in th:
+        p2.threshold(th["max_flicker_ratio"], GREEN)
+    p1.series(ident, BLUE, failing)
+    p1.series(leak, ORANGE, failing)
+    p2.series(flick, GREEN, failing)
+    p1.legend([("identity", BLUE, False), ("min", BLUE, True), ("leakage", ORANGE, False),
+               ("max", ORANGE, True), ("failing", RED, False)])
+    p2.legend([("flicker ratio", GREEN, False), ("max", GREEN, True), ("failing", RED, False)])
+
+    for t in _nice_ticks(0, max(n - 1, 1), 10):
+        if t == int(t) and t < n:
+            x = p2.x(int(t))
+            cv2.line(img, (x, p2.bottom), (x, p2.bottom + 4), INK, 1)
+            _text(img, str(int(t)), (x - 4 * len(str(int(t))), p2.bottom + 16), 0.38)
+    _text(img, "frame index", (W // 2 - 40, H - 8), 0.45)
+    return img
