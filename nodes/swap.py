@@ -29,7 +29,7 @@ def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, ma
         from ..swapline_core.classical_swap import ClassicalSwapper
 
         return cached("classical-swapper", "", settings,
-                      lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_blur=mask_blur))
+                      lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
     from ..swapline_core.inswapper import InSwapper
 
     path = model_paths.resolve(model_paths.INSIGHTFACE, name)

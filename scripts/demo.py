@@ -26,7 +26,7 @@ INPUTS = {"swapline_sample_clip.mp4": SAMPLES / "kling_avatar_clip.mp4",
 def main() -> int:
     out = REPO / "out" / "demo"
     work = out / ".comfy-run"
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)  # results of an earlier run would be mistaken for this one's
     (work / "models").mkdir(parents=True)
     server = ComfyServer(work / "base", work / "models")
     server.prepare_dirs()
@@ -65,6 +65,10 @@ def main() -> int:
         for key, value in data.items():
             if key.startswith("swapline_"):
                 report["nodes"][f"{node_id}:{key}"] = value[0]
+        for qa in data.get("swapline_qa", []):
+            src = server.base_dir / "output" / qa["report_file"]
+            shutil.copy(src, out / src.name)
+            written.append(out / src.name)
     (out / "swapline_report.json").write_text(json.dumps(report, indent=1))
     written.append(out / "swapline_report.json")
     print(f"[demo] done in {elapsed:.1f} s; results in {out}:")

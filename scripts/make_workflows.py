@@ -43,8 +43,15 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
         "9": {"class_type": "SwaplineSwapFrames",
               "inputs": {"frames": ["1", 0], "faces": ["7", 0], "face_model": ["5", 0], "swapper": ["8", 0],
                          "color_match": True}},
-        "10": {"class_type": "SwaplineSaveVideo",
-               "inputs": {"frames": ["9", 0], "filename_prefix": prefix, "crf": 18, "preset": "medium", "audio": True}},
+        "10": {"class_type": "SwaplineQAGate",
+               "inputs": {"frames": ["9", 0], "faces": ["7", 0], "face_model": ["5", 0], "analyzer": ["4", 0],
+                          "policy": "flag only", "min_identity": -1.0, "max_leakage": -1.0,
+                          "max_landmark_drift": -1.0, "max_flicker_ratio": -1.0, "require_redetection": True,
+                          "sample_every": 1, "filename_prefix": prefix}},
+        "11": {"class_type": "SwaplineC2PASink",
+               "inputs": {"frames": ["10", 0], "face_model": ["5", 0], "qa": ["10", 1], "filename_prefix": prefix,
+                          "image_format": "png", "crf": 18, "preset": "medium", "audio": True, "attestation": "",
+                          "require_trusted_signer": False}},
     }
 
 

@@ -116,6 +116,21 @@ def encode_layer_chunk(originals: Sequence[np.ndarray], results: Sequence[np.nda
     return arrays
 
 
+def encode_diff_chunk(befores: Sequence[np.ndarray], afters: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """A layer chunk turning ``befores`` into ``afters`` (region = bounding box of the change)."""
+    arrays: dict[str, np.ndarray] = {"n": np.array(len(afters))}
+    for i, (b, a) in enumerate(zip(befores, afters)):
+        changed = np.any(a != b, axis=2)
+        if not changed.any():
+            continue
+        ys, xs = np.nonzero(changed)
+        x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+        arrays[f"r{i}"] = np.array([x0, y0, x1, y1], np.int32)
+        arrays[f"p{i}"] = a[y0:y1, x0:x1]
+        arrays[f"m{i}"] = np.packbits(changed[y0:y1, x0:x1])
+    return arrays
+
+
 def apply_layer_chunk(frames: Sequence[np.ndarray], arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
     out = []
     for i, frame in enumerate(frames):

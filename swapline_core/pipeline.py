@@ -16,7 +16,7 @@ import numpy as np
 
 from .chunk_store import ChunkStore, stage_key
 from .faces import Face, FaceSet, FrameFaces
-from .frames import FrameSequence, Layer, encode_layer_chunk
+from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
 from .paste import apply_patches
 from .tracking import FaceTracker
 
@@ -203,3 +203,23 @@ def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str
             t_dec = time.perf_counter()
     report.extra["faces_restored"] = faces_restored
     return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(restorer.model_files()))), report
+
+
+def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: Hooks) -> FrameSequence:
+    """Put the original pixels back on ``frames`` (the QA gate's "keep original" policy).
+
+    Implemented as one more layer, so the frame count and every other frame stay as they were.
+    """
+    if not frames:
+        return seq
+    key = stage_key("revert", seq.key, sorted(frames))
+    store = ChunkStore(store_root, key, {"stage": "revert", "frames": sorted(frames)})
+    original = seq.original()
+    for (c, before), (_, orig) in zip(seq.iter_chunks(), original.iter_chunks()):
+        hooks.check_interrupt()
+        if not store.has(c):
+            rng = seq.chunk_range(c)
+            after = [orig[k] if i in frames else before[k] for k, i in enumerate(rng)]
+            store.save(c, encode_diff_chunk(before, after))
+        hooks.progress(len(before))
+    return seq.with_layer(Layer("revert", str(store.dir.parent), key))

@@ -29,7 +29,7 @@ def stage_inputs(server: ComfyServer, clip: Path = CLIP) -> None:
 
 def saved_video(server: ComfyServer, hist: dict) -> Path:
     for data in hist["outputs"].values():
-        if "swapline_video" in data:
+        if "swapline_video" in data or "swapline_signing" in data:
             return server.output_path(data["images"][0])
     raise AssertionError(f"no video in outputs: {list(hist['outputs'])}")
 
