@@ -23,6 +23,24 @@ INPUTS = {"swapline_sample_clip.mp4": SAMPLES / "kling_avatar_clip.mp4",
           "swapline_target_reference.png": SAMPLES / "target_reference.png"}
 
 
+def before_after(source: Path, result: Path, n: int = 4) -> Path:
+    """Top row: frames of the input clip; bottom row: the same frames of the result."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO))
+    from swapline_core.video_read import probe, read_frames
+    from swapline_core.video_write import write_image
+
+    count = probe(source).frame_count
+    picks = [int(i) for i in np.linspace(0, count - 1, n)]
+    top, bottom = read_frames(source, picks), read_frames(result, picks)
+    h, w = top[0].shape[:2]
+    strip = np.concatenate([np.concatenate(top, 1), np.concatenate([b[:h, :w] for b in bottom], 1)], 0)
+    path = result.parent / "before_after.png"
+    write_image(path, strip)
+    return path
+
+
 def main() -> int:
     out = REPO / "out" / "demo"
     work = out / ".comfy-run"
@@ -69,6 +87,10 @@ def main() -> int:
             src = server.base_dir / "output" / qa["report_file"]
             shutil.copy(src, out / src.name)
             written.append(out / src.name)
+    videos = [p for p in written if p.suffix == ".mp4"]
+    if videos:
+        strip = before_after(INPUTS["swapline_sample_clip.mp4"], videos[0])
+        written.append(strip)
     (out / "swapline_report.json").write_text(json.dumps(report, indent=1))
     written.append(out / "swapline_report.json")
     print(f"[demo] done in {elapsed:.1f} s; results in {out}:")
