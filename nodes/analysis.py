@@ -20,20 +20,22 @@ from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
 NO_FACE_POLICIES = ("pass through", "raise")
+# Score scales differ per detector: MTCNN's final-stage probabilities sit much higher than SCRFD's.
+BUILTIN_THRESH, SCRFD_THRESH = 0.9, 0.5
 
 
-def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_thresh: float = 0.5):
+def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_thresh: float = 0.0):
     if pack == BUILTIN:
         from ..swapline_core.builtin_analyzer import BuiltinAnalyzer
 
-        # MTCNN's scores run higher than SCRFD's: map the shared 0.5 default to MTCNN's usual 0.9
-        thresh = 0.9 if det_thresh == 0.5 else det_thresh
+        thresh = det_thresh or BUILTIN_THRESH
         return cached("builtin-analyzer", "", (thresh,), lambda: BuiltinAnalyzer(threshold=thresh))
     from ..swapline_core.insightface_backend import InsightFaceAnalyzer
 
     path = model_paths.resolve_pack(pack)
-    return cached("insightface-analyzer", path, (provider, det_size, det_thresh),
-                  lambda: InsightFaceAnalyzer(path, provider, det_size, det_thresh))
+    thresh = det_thresh or SCRFD_THRESH
+    return cached("insightface-analyzer", path, (provider, det_size, thresh),
+                  lambda: InsightFaceAnalyzer(path, provider, det_size, thresh))
 
 
 class AnalyzerLoader(io.ComfyNode):
@@ -53,8 +55,8 @@ class AnalyzerLoader(io.ComfyNode):
                                tooltip="ONNX Runtime execution provider. The provider each session really got is reported."),
                 io.Int.Input("det_size", default=640, min=160, max=1280, step=32,
                              tooltip="Detector input size (square). 640 is the classic InsightFace setting."),
-                io.Float.Input("det_thresh", default=0.5, min=0.05, max=0.99, step=0.01,
-                               tooltip="Minimum detection score for a face to count."),
+                io.Float.Input("det_thresh", default=0.0, min=0.0, max=0.99, step=0.01,
+                               tooltip="Minimum detection score for a face to count (0 = the detector's own default: 0.5 for InsightFace SCRFD, 0.9 for the built-in MTCNN)."),
             ],
             outputs=[Analyzer.Output(display_name="analyzer"),
                      io.String.Output(display_name="providers")],

@@ -18,8 +18,12 @@ from pathlib import Path
 import numpy as np
 
 
+# Bumped whenever a stage's algorithm changes its output, so stale chunks are never reused.
+ALGORITHM_VERSION = 2
+
+
 def stage_key(*parts) -> str:
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    blob = json.dumps([ALGORITHM_VERSION, parts], sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
 
 

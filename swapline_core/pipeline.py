@@ -82,7 +82,8 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
     key = stage_key("track", seq.key, params, model_stamp(analyzer), analyzer.name)
     store = ChunkStore(store_root, key, {"stage": "track", **params})
     report = StageReport("track", key, seq.n_chunks)
-    tracker = FaceTracker(analyzer, mode, reference, threshold, max_faces, detect_every, max_missing, smoothing)
+    tracker = FaceTracker(analyzer, mode, reference, threshold, max_faces, detect_every, max_missing, smoothing,
+                          fps=seq.fps)
     per_frame: list[list[Face]] = []
     first_missing = seq.n_chunks
     state = None

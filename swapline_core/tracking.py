@@ -23,28 +23,28 @@ from .select import similarities
 
 
 class OneEuro:
-    """One-Euro filter (Casiez et al. 2012) over an array-valued signal sampled once per frame."""
+    """One-Euro filter (Casiez et al. 2012): an adaptive low-pass, one sample per frame.
 
-    def __init__(self, min_cutoff: float = 1.0, beta: float = 0.05, d_cutoff: float = 1.0):
-        self.min_cutoff, self.beta, self.d_cutoff = min_cutoff, beta, d_cutoff
+    Cut-offs are in Hz at the clip's frame rate; speed is measured in face sizes per second so
+    one setting behaves the same at any resolution.
+    """
+
+    def __init__(self, min_cutoff: float = 1.0, beta: float = 2.0, d_cutoff: float = 1.0, fps: float = 30.0):
+        self.min_cutoff, self.beta, self.d_cutoff, self.fps = min_cutoff, beta, d_cutoff, fps
         self.x = self.dx = None
 
-    @staticmethod
-    def _alpha(cutoff: float) -> float:
+    def _alpha(self, cutoff: float) -> float:
         tau = 1.0 / (2 * math.pi * cutoff)
-        return 1.0 / (1.0 + tau)  # sample period of one frame
+        return 1.0 / (1.0 + tau * self.fps)
 
     def __call__(self, x: np.ndarray, scale: float = 1.0) -> np.ndarray:
         if self.x is None:
             self.x, self.dx = x.copy(), np.zeros_like(x)
             return x
-        dx = (x - self.x)
         a_d = self._alpha(self.d_cutoff)
-        self.dx = a_d * dx + (1 - a_d) * self.dx
-        # speed in face-size units so the same setting works at any resolution
+        self.dx = a_d * (x - self.x) * self.fps + (1 - a_d) * self.dx
         speed = float(np.abs(self.dx).mean()) / max(scale, 1e-6)
-        cutoff = self.min_cutoff + self.beta * 100.0 * speed
-        a = self._alpha(cutoff)
+        a = self._alpha(self.min_cutoff + self.beta * speed)
         self.x = a * x + (1 - a) * self.x
         return self.x
 
@@ -83,14 +83,15 @@ class TrackerStats:
 class FaceTracker:
     def __init__(self, analyzer, mode: str = "identity", reference: np.ndarray | None = None,
                  threshold: float = 0.35, max_faces: int = 1, detect_every: int = 8,
-                 max_missing: int = 12, smoothing: float = 0.5, iou_match: float = 0.3):
+                 max_missing: int = 12, smoothing: float = 0.5, iou_match: float = 0.3, fps: float = 30.0):
         if mode == "identity" and reference is None:
             raise ValueError("identity tracking needs a reference face model")
         self.analyzer, self.mode, self.reference = analyzer, mode, reference
         self.threshold, self.max_faces = threshold, max_faces
         self.detect_every, self.max_missing, self.iou_match = max(1, detect_every), max_missing, iou_match
-        # smoothing 0 -> raw keypoints; 1 -> heavy smoothing (low cut-off frequency)
-        self.min_cutoff = 10.0 ** (1.0 - 2.5 * float(np.clip(smoothing, 0, 1)))
+        # smoothing 0 -> raw keypoints; 1 -> heavy (cut-off from 8 Hz down to 0.3 Hz, log scale)
+        self.min_cutoff = 8.0 * (0.3 / 8.0) ** float(np.clip(smoothing, 0, 1))
+        self.fps = fps
         self.smoothing = smoothing
         self.tracks: list[Track] = []
         self.next_id = 0
@@ -142,7 +143,7 @@ class FaceTracker:
                 unmatched.remove(best)
         for j in unmatched:
             if self.max_faces <= 0 or len(self.tracks) < self.max_faces:
-                self.tracks.append(Track(self.next_id, detections[j], filt=OneEuro(self.min_cutoff)))
+                self.tracks.append(Track(self.next_id, detections[j], filt=OneEuro(self.min_cutoff, fps=self.fps)))
                 self.next_id += 1
         self.tracks = [t for t in self.tracks if t.missed <= self.max_missing]
 
@@ -180,7 +181,7 @@ class FaceTracker:
         self.t, self.next_id = state["t"], state["next_id"]
         self.tracks = []
         for d in state["tracks"]:
-            filt = OneEuro(self.min_cutoff)
+            filt = OneEuro(self.min_cutoff, fps=self.fps)
             if d["filt"] is not None:
                 filt.x, filt.dx = (np.array(v, np.float32) for v in d["filt"])
             face = Face(bbox=np.array(d["bbox"], np.float32), kps=np.array(d["kps"], np.float32), score=d["score"])

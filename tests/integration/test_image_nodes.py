@@ -38,7 +38,7 @@ def detect_prompt(image: str, pack: str) -> dict:
     return {
         "1": {"class_type": "LoadImage", "inputs": {"image": image}},
         "2": {"class_type": "SwaplineAnalyzerLoader",
-              "inputs": {"pack": pack, "provider": "CPU", "det_size": 640, "det_thresh": 0.5}},
+              "inputs": {"pack": pack, "provider": "CPU", "det_size": 640, "det_thresh": 0.0}},
         "3": {"class_type": "SwaplineDetectFaces",
               "inputs": {"images": ["1", 0], "analyzer": ["2", 0], "embeddings": True,
                          "landmarks": False, "no_face": "pass through"}},
@@ -75,7 +75,7 @@ def swap_prompt(target: str, source: str, select_mode: str = "largest") -> dict:
         "1": {"class_type": "LoadImage", "inputs": {"image": target}},
         "2": {"class_type": "LoadImage", "inputs": {"image": source}},
         "3": {"class_type": "SwaplineAnalyzerLoader",
-              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.5}},
+              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
         "4": {"class_type": "SwaplineDetectFaces",
               "inputs": {"images": ["1", 0], "analyzer": ["3", 0], "embeddings": True,
                          "landmarks": False, "no_face": "pass through"}},

@@ -36,7 +36,7 @@ def detect_on_t1(comfy_dir: Path) -> int:
         hist = server.run({
             "1": {"class_type": "LoadImage", "inputs": {"image": T1}},
             "2": {"class_type": "SwaplineAnalyzerLoader",
-                  "inputs": {"pack": BUILTIN, "provider": "CPU", "det_size": 640, "det_thresh": 0.5}},
+                  "inputs": {"pack": BUILTIN, "provider": "CPU", "det_size": 640, "det_thresh": 0.0}},
             "3": {"class_type": "SwaplineDetectFaces",
                   "inputs": {"images": ["1", 0], "analyzer": ["2", 0], "embeddings": False,
                              "landmarks": False, "no_face": "pass through"}},

@@ -18,7 +18,7 @@ def restore_prompt(image: str, restorer: str = "GFPGANv1.4.pth") -> dict:
     return {
         "1": {"class_type": "LoadImage", "inputs": {"image": image}},
         "2": {"class_type": "SwaplineAnalyzerLoader",
-              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.5}},
+              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
         "3": {"class_type": "SwaplineDetectFaces",
               "inputs": {"images": ["1", 0], "analyzer": ["2", 0], "embeddings": False,
                          "landmarks": False, "no_face": "pass through"}},
@@ -98,7 +98,7 @@ def test_restore_frames_on_a_clip(comfy):
         "1": {"class_type": "SwaplineLoadVideo",
               "inputs": {"video": "swapline_restore_clip.mp4", "start": 0, "count": 2, "stride": 1, "chunk": 2}},
         "2": {"class_type": "SwaplineAnalyzerLoader",
-              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.5}},
+              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
         "3": {"class_type": "SwaplineTrackFaces",
               "inputs": {"frames": ["1", 0], "analyzer": ["2", 0], "mode": "largest", "threshold": 0.35,
                          "max_faces": 1, "detect_every": 8, "max_missing": 12, "smoothing": 0.5}},
