@@ -18,7 +18,7 @@ MODULES = {
     "analysis": ("AnalyzerLoader", "DetectFaces", "SelectFaces", "AlignFaces"),
     "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
     "swap": ("SwapperLoader", "SwapFaces"),
-    "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage"),
+    "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
     "qa": ("QAGate",),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),

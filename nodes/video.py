@@ -1,6 +1,7 @@
 """Video nodes: load a clip as SWAPLINE_FRAMES, track, swap and save it chunk by chunk."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -239,8 +240,11 @@ def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, prese
 
 
 def _fps_of(frames: FrameSequence):
-    info = video_read.probe(frames.path)
-    return info.fps_fraction / frames.stride if frames.stride > 1 else info.fps_fraction
+    """The exact source rate (e.g. 30000/1001) unless the sequence was given another one."""
+    from fractions import Fraction
+
+    exact = video_read.probe(frames.path).fps_fraction / frames.stride
+    return exact if abs(float(exact) - frames.fps) < 1e-6 else Fraction(frames.fps).limit_denominator(1001)
 
 
 class FramesToImage(io.ComfyNode):
@@ -265,3 +269,39 @@ class FramesToImage(io.ComfyNode):
                                 "raise the limit or keep using SWAPLINE_FRAMES nodes (constant memory)")
         out = [f for _, chunk in frames.iter_chunks() for f in chunk]
         return io.NodeOutput(to_image(out))
+
+
+class ImageToFrames(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineImageToFrames",
+            display_name="IMAGE to Frames (Swapline)",
+            category=f"{CATEGORY}/video",
+            description="Turns an IMAGE batch from core or third-party nodes (e.g. a VHS loader) into a "
+                        "SWAPLINE_FRAMES sequence, stored once as lossless PNGs in the Swapline cache.",
+            inputs=[io.Image.Input("images", tooltip="The frames, in order."),
+                    io.Float.Input("fps", default=24.0, min=0.01, max=1000.0, step=0.01,
+                                   tooltip="Frame rate of the sequence (an IMAGE batch carries none)."),
+                    io.Int.Input("chunk", default=16, min=1, max=256, tooltip="Frames processed together by later stages.")],
+            outputs=[Frames.Output(display_name="frames")],
+        )
+
+    @classmethod
+    def execute(cls, images, fps, chunk) -> io.NodeOutput:
+        from dataclasses import replace
+
+        from ..swapline_core.chunk_store import stage_key
+        from ..swapline_core.video_write import write_image
+        from .convert import to_arrays
+
+        arrays = to_arrays(images)
+        key = stage_key("image-frames", [hashlib.sha256(a.tobytes()).hexdigest() for a in arrays])
+        folder = os.path.join(model_paths.swapline_cache_dir(), "image-frames", key)
+        if not os.path.isfile(os.path.join(folder, "done")):
+            os.makedirs(folder, exist_ok=True)
+            for i, a in enumerate(arrays):
+                write_image(os.path.join(folder, f"{i:06d}.png"), a)
+            open(os.path.join(folder, "done"), "w").close()
+        seq = FrameSequence.open(folder, chunk=chunk)
+        return io.NodeOutput(replace(seq, fps=float(fps)))

@@ -7,17 +7,20 @@ Facts this module relies on (checked on facenet-pytorch 2.5.3, dlib 20.0, numpy 
 - MTCNN's five points are left eye, right eye, nose, left mouth, right mouth with the
   *image*-left point first (also on mirrored images), the same order as InsightFace's.
 - ``MTCNN.detect`` on a 4-D array returns object arrays; an image without faces gives ``None``.
-  Batched input must be one size, so frames are grouped by shape. On a 2-core CPU a batch is
-  no faster than a loop, but it is on a GPU and costs nothing here.
+  Batched input must be one size (it raises otherwise), so frames are grouped by shape and
+  sent in chunks of ``batch_size``; a batch gives the same boxes as single frames.
 - dlib's 68-point predictor was trained on dlib HOG boxes, which are tighter than MTCNN boxes
   and upright. Feeding it the raw MTCNN box fails on rolled heads (mean eye/nose/mouth error
   0.5 inter-ocular on t1.jpg's tilted face); running it on a roll-corrected chip with a box
   derived from the five points brings that to 0.1 and leaves frontal faces unchanged.
 
 Distances: dlib's documented rule is "same person when the raw descriptors are < 0.6 apart".
-Raw descriptors have a norm close to 1 (0.93-1.0 measured), so after L2-normalisation that
-rule stays roughly ``distance(a, b) < 0.6``. For unit vectors ``distance**2 == 2 - 2 * cosine``,
-so 0.6 corresponds to a cosine similarity of about 0.82; see :func:`distance`/:func:`similarity`.
+Raw descriptors are NOT unit length (norms 1.36-1.57 on t1.jpg), and we store L2-normalised
+ones, so distances shrink by ~1/1.5: on t1.jpg, different people are 0.41-0.65 apart (raw
+0.62-0.91) and the same face mirrored, shrunk to 0.7x and JPEG'd at quality 40 is 0.14-0.24
+away. The normalised rule is therefore ``distance < 0.4`` (:data:`SAME_PERSON_DISTANCE`).
+For unit vectors ``distance**2 == 2 - 2 * cosine``, so 0.4 is a cosine similarity of 0.92;
+see :func:`distance` and :func:`similarity`.
 """
 from __future__ import annotations
 
@@ -30,20 +33,21 @@ from . import builtin_models as bm
 from .faces import Face, as_rgb_uint8, l2_normalise
 from .interfaces import FaceAnalyzer
 
-# dlib's own rule for raw descriptors; also holds for ours (see the module docstring).
-SAME_PERSON_DISTANCE = 0.6
+# dlib's raw-descriptor threshold 0.6, rescaled to normalised vectors (module docstring).
+SAME_PERSON_DISTANCE = 0.4
 
-# Landmark chip geometry, fitted to where dlib's HOG detector puts its box on roll-corrected
-# chips of t1.jpg/Tom Hanks: with the eye-mid to mouth-mid distance scaled to 50 px, HOG boxes
-# are 107-129 px wide, centred ~3 px above the centroid of the five points.
-_CHIP = 200
-_CHIP_SCALE = 50.0
-_CHIP_BOX = 110.0
-_CHIP_BOX_DY = -3.0
+# Landmark chip geometry, in units of the eye-mid to mouth-mid distance: fitted to where dlib's
+# HOG detector puts its box on roll-corrected chips of t1.jpg/Tom Hanks (box 2.1-2.6 units wide,
+# centred 0.06 units above the centroid of the five points). Small faces are upscaled to 50 px
+# per unit; large ones keep their resolution, since dlib returns integer points on the chip.
+_CHIP_MIN_UNIT = 50.0
+_CHIP_SIZE = 4.0
+_CHIP_BOX = 2.2
+_CHIP_BOX_DY = -0.06
 
 
 def distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Euclidean distance between normalised dlib embeddings (same person below ~0.6)."""
+    """Euclidean distance between normalised dlib embeddings (same person below ~0.4)."""
     return np.linalg.norm(np.asarray(a, np.float32) - np.asarray(b, np.float32), axis=-1)
 
 
@@ -162,12 +166,13 @@ def _landmarks_on_chip(rgb: np.ndarray, kps: np.ndarray, predictor, dlib) -> np.
     size = max(np.linalg.norm(eyes - mouth), 0.8 * np.linalg.norm(kps[1] - kps[0]), 1.0)
     angle = np.degrees(np.arctan2(kps[1, 1] - kps[0, 1], kps[1, 0] - kps[0, 0]))
     centre = kps.mean(axis=0)
-    m = cv2.getRotationMatrix2D((float(centre[0]), float(centre[1])), float(angle),
-                                _CHIP_SCALE / size)
-    m[:, 2] += _CHIP / 2.0 - centre
-    chip = cv2.warpAffine(rgb, m, (_CHIP, _CHIP), flags=cv2.INTER_LINEAR,
+    unit = max(_CHIP_MIN_UNIT, size)
+    side = int(round(_CHIP_SIZE * unit))
+    m = cv2.getRotationMatrix2D((float(centre[0]), float(centre[1])), float(angle), unit / size)
+    m[:, 2] += side / 2.0 - centre
+    chip = cv2.warpAffine(rgb, m, (side, side), flags=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_REPLICATE)
-    cx, cy, half = _CHIP / 2.0, _CHIP / 2.0 + _CHIP_BOX_DY, _CHIP_BOX / 2.0
+    cx, cy, half = side / 2.0, side / 2.0 + _CHIP_BOX_DY * unit, _CHIP_BOX * unit / 2.0
     rect = dlib.rectangle(int(round(cx - half)), int(round(cy - half)),
                           int(round(cx + half)), int(round(cy + half)))
     shape = predictor(chip, rect)

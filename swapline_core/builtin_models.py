@@ -113,17 +113,23 @@ def face_recognizer():
 
 def mtcnn(min_face_size: int = 20, thresholds: tuple[float, float, float] = (0.6, 0.7, 0.7),
           factor: float = 0.709, device: str = "cpu"):
-    """A shared facenet-pytorch MTCNN in eval mode.
+    """A shared facenet-pytorch MTCNN in inference mode.
 
     Its PNet/RNet/ONet constructors call ``torch.load`` on the packaged state dicts without
-    arguments; torch >= 2.6 defaults that to ``weights_only=True``, and the files are plain
-    tensor state dicts, so no pickled code is ever executed.
+    arguments. torch >= 2.6 defaults that to ``weights_only=True`` (the files are plain tensor
+    state dicts), so older torch is refused rather than unpickling with full trust.
     """
     paths = mtcnn_weight_paths()          # fail with our message before importing facenet
     key = ("mtcnn", str(paths[0].parent), int(min_face_size), tuple(float(t) for t in thresholds),
            float(factor), str(device))
 
     def build():
+        import torch
+
+        if not torch.__version__ >= "2.6":
+            raise BuiltinModelsMissing(
+                f"the built-in MTCNN needs torch >= 2.6 (safe weights-only loading by default); "
+                f"this environment has torch {torch.__version__}")
         try:
             from facenet_pytorch import MTCNN
         except ImportError as exc:
@@ -132,7 +138,8 @@ def mtcnn(min_face_size: int = 20, thresholds: tuple[float, float, float] = (0.6
                 f"pip install \"{REQ_FACENET}\" (2.6.0 would downgrade torch and numpy)") from exc
         model = MTCNN(keep_all=True, min_face_size=int(min_face_size),
                       thresholds=list(thresholds), factor=float(factor), device=device)
-        return model.eval()
+        model.requires_grad_(False)
+        return model.train(False)
 
     return _cached(key, build)
 

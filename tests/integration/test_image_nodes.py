@@ -16,7 +16,9 @@ CLASSICAL = "builtin classical (landmark warp, no download)"
 SWAPLINE_NODES = {
     "SwaplineAnalyzerLoader", "SwaplineDetectFaces", "SwaplineSelectFaces", "SwaplineAlignFaces",
     "SwaplineBuildFaceModel", "SwaplineSaveFaceModel", "SwaplineLoadFaceModel",
-    "SwaplineSwapperLoader", "SwaplineSwapFaces",
+    "SwaplineSwapperLoader", "SwaplineSwapFaces", "SwaplineLoadVideo", "SwaplineTrackFaces",
+    "SwaplineSwapFrames", "SwaplineSaveVideo", "SwaplineFramesToImage", "SwaplineImageToFrames",
+    "SwaplineQAGate", "SwaplineC2PASink",
 }
 
 
@@ -135,3 +137,39 @@ def test_unknown_pack_is_rejected_before_running(comfy):
     with pytest.raises(PromptRejected) as err:
         comfy.queue(prompt)
     assert "antelopev2" in json.dumps(err.value.body)
+
+
+def test_no_face_policy_pass_through_and_raise(comfy):
+    """A frame without a face: explicit record, unchanged pixels, same frame count; or a clear error."""
+    from PIL import Image
+
+    blank = comfy.base_dir / "input" / "swapline_blank.png"
+    Image.fromarray(np.full((120, 160, 3), 90, np.uint8)).save(blank)
+    source = put_input(comfy, insightface_image(HANKS))
+    prompt = swap_prompt(blank.name, source)
+    hist = comfy.run(prompt)
+    frame = hist["outputs"]["4"]["swapline_faces"][0]["frames"][0]
+    assert frame["status"] == "no_face" and frame["faces"] == []
+    out = rgb(comfy.output_path(hist["outputs"]["9"]["images"][0]))
+    assert np.array_equal(out, np.full((120, 160, 3), 90, np.uint8))
+
+    prompt["4"]["inputs"]["no_face"] = "raise"
+    with pytest.raises(ComfyExecutionError) as err:
+        comfy.run(prompt)
+    assert "no face" in err.value.exception_message and "pass through" in err.value.exception_message
+
+
+def test_image_batch_roundtrips_through_frames(comfy):
+    """IMAGE -> SWAPLINE_FRAMES -> IMAGE keeps every frame and every pixel (lossless PNG store)."""
+    name = put_input(comfy, insightface_image(T1))
+    hist = comfy.run({
+        "1": {"class_type": "LoadImage", "inputs": {"image": name}},
+        "2": {"class_type": "RepeatImageBatch", "inputs": {"image": ["1", 0], "amount": 3}},
+        "3": {"class_type": "SwaplineImageToFrames", "inputs": {"images": ["2", 0], "fps": 12.0, "chunk": 2}},
+        "4": {"class_type": "SwaplineFramesToImage", "inputs": {"frames": ["3", 0], "max_frames": 10}},
+        "5": {"class_type": "SaveImage", "inputs": {"images": ["4", 0], "filename_prefix": "roundtrip"}},
+    })
+    images = hist["outputs"]["5"]["images"]
+    assert len(images) == 3
+    original = rgb(insightface_image(T1))
+    assert all(np.array_equal(rgb(comfy.output_path(i)), original) for i in images)

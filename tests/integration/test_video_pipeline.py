@@ -60,6 +60,67 @@ def test_builtin_video_swap_workflow(comfy):
     diffs = [np.abs(x.astype(int) - y).mean() for x, y in zip(a, b)]
     assert np.median(diffs) > 1.0, "the video does not look swapped"
 
+    # QA gate: a report per frame, written next to the outputs, and the built-in swap passes
+    qa = next(d["swapline_qa"][0] for d in hist["outputs"].values() if "swapline_qa" in d)
+    report = json.loads((comfy.base_dir / "output" / qa["report_file"]).read_text())
+    assert len(report["frames"]) == src.frame_count and report["decision"] == "pass", report["summary"]
+    assert "qa" in Path(qa["report_file"]).name
+
+    # C2PA: signed, read back intact, both ingredients and the QA assertion present
+    from swapline_core.provenance import verify_media
+
+    signing = next(d["swapline_signing"][0] for d in hist["outputs"].values() if "swapline_signing" in d)
+    assert signing["status"] == "dev certificate" and signing["results"][0]["signed"], signing
+    check = verify_media(out)
+    assert check.state == "Valid" and "signingCredential.untrusted" in check.failure_codes
+    assert {i["relationship"] for i in check.ingredients} == {"parentOf", "componentOf"}
+    assert check.qa
+
+    # audit log: one parseable line for this job with the output's hash
+    from swapline_core.audit_log import read_audit_log
+    from swapline_core.hashing import sha256_file
+
+    log = read_audit_log(comfy.base_dir / "output" / "swapline_audit.jsonl")
+    assert any(r["output_sha256"] == sha256_file(out) and r["job_id"] == hist["_prompt_id"] for r in log.records)
+
+
+def test_corrupt_video_gives_clear_error(comfy, tmp_path):
+    from comfy_harness import ComfyExecutionError
+
+    bad = comfy.base_dir / "input" / "swapline_corrupt.mp4"
+    bad.write_bytes(CLIP.read_bytes()[: CLIP.stat().st_size // 3])
+    prompt = {"1": {"class_type": "SwaplineLoadVideo",
+                    "inputs": {"video": bad.name, "start": 0, "count": 0, "stride": 1, "chunk": 16}},
+              "2": {"class_type": "SwaplineSaveVideo",
+                    "inputs": {"frames": ["1", 0], "filename_prefix": "swapline/corrupt", "crf": 23,
+                               "preset": "veryfast", "audio": True}}}
+    with pytest.raises(ComfyExecutionError) as err:
+        comfy.run(prompt)
+    assert "swapline_corrupt.mp4" in err.value.exception_message
+
+
+def test_clip_without_faces_keeps_every_frame_unchanged(comfy, tmp_path):
+    """No face anywhere: explicit no_face records, frame count and pixels preserved."""
+    from swapline_core.video_write import VideoWriter
+
+    clip = comfy.base_dir / "input" / "swapline_noface.mp4"
+    rng = np.random.default_rng(0)
+    with VideoWriter(clip, fps=12, crf=18, preset="veryfast") as w:
+        for i in range(20):
+            w.write(np.full((96, 130, 3), 40 + 5 * i, np.uint8) + rng.integers(0, 3, (96, 130, 3), dtype=np.uint8))
+    stage_inputs(comfy)
+    prompt = load_api("video_swap_builtin")
+    prompt["1"]["inputs"]["video"] = clip.name
+    hist = comfy.run(prompt)
+    track = next(d["swapline_track"][0] for d in hist["outputs"].values() if "swapline_track" in d)
+    assert track["frames"] == 20 and track["frames_with_face"] == 0
+    assert track["no_face_frames"] == list(range(20))
+    out = decode(saved_video(comfy, hist))
+    src = decode(clip)
+    assert len(out) == len(src) == 20
+    # both are lossy H.264 encodes of the same pixels: only codec noise may differ
+    assert max(np.abs(a.astype(int) - b).mean() for a, b in zip(out, src)) < 1.5
+
 
 def _long_clip(tmp: Path) -> Path:
     """A 112-frame clip (the sample forwards then backwards) so an interruption lands mid-run."""
