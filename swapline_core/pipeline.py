@@ -117,17 +117,21 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
     return FaceSet(frames, analyzer, selection=f"tracked:{mode}"), report
 
 
-def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root: str, hooks: Hooks,
-                *, color_match: bool = True, prepare=None) -> tuple[FrameSequence, StageReport]:
-    """Swap the tracked faces of every frame; returns the sequence with a swap layer added."""
+def _faces_key(faces: FaceSet) -> str:
+    return stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
+
+
+def _patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: dict, store_root: str,
+                 hooks: Hooks, compute) -> tuple[ChunkStore, StageReport]:
+    """The loop shared by stages that paste patches: resume, decode, compute, store the layer.
+
+    ``compute(frames, chunk_faces, report)`` returns (patches per frame, resulting frames).
+    """
     if len(faces.frames) != seq.count:
         raise ValueError(f"the faces cover {len(faces.frames)} frames but the clip has {seq.count}: "
-                         "connect the same frames to Track Faces and Swap Faces")
-    track_key = stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
-    key = stage_key("swap", seq.key, track_key, stage_key(source.embedding.round(5).tolist()),
-                    swapper.name, model_stamp(swapper), color_match, getattr(swapper, "settings", None))
-    store = ChunkStore(store_root, key, {"stage": "swap", "swapper": swapper.name, "color_match": color_match})
-    report = StageReport("swap", key, seq.n_chunks)
+                         f"connect the same frames to Track Faces and the {stage} node")
+    store = ChunkStore(store_root, key, {"stage": stage, **meta})
+    report = StageReport(stage, key, seq.n_chunks)
     first_missing = next((c for c in range(seq.n_chunks) if not store.has(c)), seq.n_chunks)
     report.chunks_resumed = first_missing
     for c in range(first_missing):
@@ -136,28 +140,42 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root:
         t_dec = time.perf_counter()
         for c, frames in seq.iter_chunks(first_missing):
             report.seconds["decode"] += time.perf_counter() - t_dec
-            if store.has(c):
-                hooks.progress(len(frames))
-                t_dec = time.perf_counter()
-                continue
-            hooks.check_interrupt()
-            rng = seq.chunk_range(c)
-            chunk_faces = [[f.copy() for f in faces.frames[i].faces] for i in rng]
-            t0 = time.perf_counter()
-            if prepare is not None:
-                prepare(frames, chunk_faces)
-            report.seconds["landmarks"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            patches = swapper.swap(frames, chunk_faces, source)
-            report.seconds["swap"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            results = [apply_patches(f, ps, color=color_match) if ps else f for f, ps in zip(frames, patches)]
-            report.seconds["paste"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            store.save(c, encode_layer_chunk(frames, results, patches))
-            report.seconds["store"] += time.perf_counter() - t0
+            if not store.has(c):
+                hooks.check_interrupt()
+                chunk_faces = [[f.copy() for f in faces.frames[i].faces] for i in seq.chunk_range(c)]
+                patches, results = compute(frames, chunk_faces, report)
+                t0 = time.perf_counter()
+                store.save(c, encode_layer_chunk(frames, results, patches))
+                report.seconds["store"] += time.perf_counter() - t0
             hooks.progress(len(frames))
             t_dec = time.perf_counter()
+    return store, report
+
+
+def _timed(report: StageReport, name: str, fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        report.seconds[name] += time.perf_counter() - t0
+
+
+def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root: str, hooks: Hooks,
+                *, color_match: bool = True, prepare=None) -> tuple[FrameSequence, StageReport]:
+    """Swap the tracked faces of every frame; returns the sequence with a swap layer added."""
+    key = stage_key("swap", seq.key, _faces_key(faces), stage_key(source.embedding.round(5).tolist()),
+                    swapper.name, model_stamp(swapper), color_match, getattr(swapper, "settings", None))
+
+    def compute(frames, chunk_faces, report):
+        if prepare is not None:
+            _timed(report, "landmarks", prepare, frames, chunk_faces)
+        patches = _timed(report, "swap", swapper.swap, frames, chunk_faces, source)
+        results = _timed(report, "paste", lambda: [apply_patches(f, ps, color=color_match) if ps else f
+                                                   for f, ps in zip(frames, patches)])
+        return patches, results
+
+    store, report = _patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, "color_match": color_match},
+                                 store_root, hooks, compute)
     models = tuple(swapper.model_files()) + tuple(faces.analyzer.model_files() if faces.analyzer else ())
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report
 
@@ -165,44 +183,21 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root:
 def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str, hooks: Hooks,
                    *, weight: float = 1.0, batch: int = 4) -> tuple[FrameSequence, StageReport]:
     """Restore the tracked faces of every frame (on top of any swap layer); adds a restore layer."""
-    if len(faces.frames) != seq.count:
-        raise ValueError(f"the faces cover {len(faces.frames)} frames but the clip has {seq.count}: "
-                         "connect the same frames to Track Faces and Restore Faces")
-    track_key = stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
     # ``batch`` is left out of the key: it changes speed and memory, not the result.
-    key = stage_key("restore", seq.key, track_key, restorer.name, model_stamp(restorer), round(float(weight), 4),
-                    getattr(restorer, "settings", None))
-    store = ChunkStore(store_root, key, {"stage": "restore", "restorer": restorer.name, "weight": weight})
-    report = StageReport("restore", key, seq.n_chunks)
-    first_missing = next((c for c in range(seq.n_chunks) if not store.has(c)), seq.n_chunks)
-    report.chunks_resumed = first_missing
-    for c in range(first_missing):
-        hooks.progress(len(seq.chunk_range(c)))
-    faces_restored = 0
-    if first_missing < seq.n_chunks:
-        t_dec = time.perf_counter()
-        for c, frames in seq.iter_chunks(first_missing):
-            report.seconds["decode"] += time.perf_counter() - t_dec
-            if store.has(c):
-                hooks.progress(len(frames))
-                t_dec = time.perf_counter()
-                continue
-            hooks.check_interrupt()
-            chunk_faces = [faces.frames[i].faces for i in seq.chunk_range(c)]
-            t0 = time.perf_counter()
-            patches = restorer.restore(frames, chunk_faces, weight=weight, batch=batch,
-                                       check_interrupt=hooks.check_interrupt)
-            report.seconds["restore"] += time.perf_counter() - t0
-            faces_restored += sum(len(ps) for ps in patches)
-            t0 = time.perf_counter()
-            results = [apply_patches(f, ps) if ps else f for f, ps in zip(frames, patches)]
-            report.seconds["paste"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            store.save(c, encode_layer_chunk(frames, results, patches))
-            report.seconds["store"] += time.perf_counter() - t0
-            hooks.progress(len(frames))
-            t_dec = time.perf_counter()
-    report.extra["faces_restored"] = faces_restored
+    key = stage_key("restore", seq.key, _faces_key(faces), restorer.name, model_stamp(restorer),
+                    round(float(weight), 4), getattr(restorer, "settings", None))
+    restored = [0]
+
+    def compute(frames, chunk_faces, report):
+        patches = _timed(report, "restore", restorer.restore, frames, chunk_faces, weight=weight, batch=batch,
+                         check_interrupt=hooks.check_interrupt)
+        restored[0] += sum(len(ps) for ps in patches)
+        results = _timed(report, "paste", lambda: [apply_patches(f, ps) if ps else f for f, ps in zip(frames, patches)])
+        return patches, results
+
+    store, report = _patch_stage(seq, faces, "restore", key, {"restorer": restorer.name, "weight": weight},
+                                 store_root, hooks, compute)
+    report.extra["faces_restored"] = restored[0]
     return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(restorer.model_files()))), report
 
 
