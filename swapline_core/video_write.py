@@ -103,8 +103,13 @@ class VideoWriter:
 
         self.height, self.width = h, w
         self.padded = (w % 2, h % 2)
-        vs = self._out.add_stream(self.codec, rate=self.fps, options={
-            "crf": str(self.crf), "preset": self.preset, **self._codec_options})
+        options = {"crf": str(self.crf), "preset": self.preset}
+        if self.codec == "libx264":
+            # x264's macroblock-tree rate control made identical inputs encode to different
+            # pixels from run to run (PyAV 18.1's libx264, any thread count); without it the
+            # output is reproducible, so a resumed job writes the same video as an uninterrupted one.
+            options["x264-params"] = "mbtree=0"
+        vs = self._out.add_stream(self.codec, rate=self.fps, options={**options, **self._codec_options})
         vs.width, vs.height = w + self.padded[0], h + self.padded[1]
         vs.pix_fmt = "yuv420p"
         vs.time_base = Fraction(1) / self.fps
