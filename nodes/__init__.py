@@ -15,13 +15,14 @@ from . import model_paths
 log = logging.getLogger("swapline")
 
 MODULES = {
-    "analysis": ("AnalyzerLoader", "DetectFaces", "SelectFaces", "AlignFaces"),
+    "analysis": ("AnalyzerLoader", "DetectFaces", "SelectFaces", "AlignFaces", "PasteFaces"),
     "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
     "swap": ("SwapperLoader", "SwapFaces"),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
     "qa": ("QAGate",),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
+    "vae": ("TiledVAEEncode",),
 }
 
 

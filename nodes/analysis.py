@@ -221,3 +221,50 @@ class AlignFaces(io.ComfyNode):
             raise NoFaceError("no faces to align: every frame is 'no_face' (check detection and selection)")
         mask = crop_mask(size, "ellipse")
         return io.NodeOutput(to_image(crops), transforms, to_mask([mask] * len(crops)))
+
+
+class PasteFaces(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplinePasteFaces",
+            display_name="Paste Faces Back (Swapline)",
+            category=f"{CATEGORY}/faces",
+            description="Pastes edited aligned face crops (e.g. refined by a diffusion model) back into the "
+                        "frames they came from, using Align Faces' transforms and a feathered mask. Pixels "
+                        "outside the mask stay bit-identical.",
+            inputs=[
+                io.Image.Input("images", tooltip="The frames the faces were aligned from."),
+                io.Image.Input("crops", tooltip="Edited crops, in the order Align Faces produced them (any size: resized to the aligned size)."),
+                Transforms.Input("transforms", tooltip="From Align Faces."),
+                io.Float.Input("mask_erode", default=0.02, min=0.0, max=0.3, step=0.005,
+                               tooltip="Shrink the paste mask by this fraction of the crop size."),
+                io.Float.Input("mask_blur", default=0.08, min=0.0, max=0.3, step=0.005,
+                               tooltip="Feather width as a fraction of the crop size (inside the mask only)."),
+            ],
+            outputs=[io.Image.Output(display_name="images"), io.Mask.Output(display_name="mask")],
+        )
+
+    @classmethod
+    def execute(cls, images, crops, transforms, mask_erode, mask_blur) -> io.NodeOutput:
+        import cv2
+
+        from ..swapline_core.paste import apply_patches, crop_to_patch, union_mask
+
+        frames = to_arrays(images)
+        edited = to_arrays(crops)
+        if len(edited) != len(transforms):
+            raise ValueError(f"{len(edited)} crops but {len(transforms)} transforms: connect the crops made from "
+                             "this Align Faces node (one per face, same order)")
+        per_frame: dict[int, list] = {}
+        for crop, t in zip(edited, transforms):
+            size = t["size"]
+            if crop.shape[:2] != (size, size):
+                crop = cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA)
+            mask = crop_mask(size, "ellipse", erode=mask_erode, blur=mask_blur)
+            patch = crop_to_patch(frames[t["frame"]].shape[:2], crop.astype(np.float32), mask, t["matrix"])
+            if patch is not None:
+                per_frame.setdefault(t["frame"], []).append(patch)
+        out = [apply_patches(f, per_frame.get(i, [])) for i, f in enumerate(frames)]
+        masks = [union_mask(f.shape[:2], per_frame.get(i, [])) for i, f in enumerate(frames)]
+        return io.NodeOutput(to_image(out), to_mask(masks))

@@ -63,7 +63,9 @@ def crop_to_patch(frame_hw: tuple[int, int], pixels: np.ndarray, mask: np.ndarra
     mk = cv2.warpAffine(mask.astype(np.float32), im_local, size, flags=cv2.INTER_LINEAR,
                         borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
     mk = np.clip(mk, 0.0, 1.0)
-    mk[mk < 1.0 / 512.0] = 0.0
+    # Weights below ~1.5/255 cannot move a pixel visibly, but would make "outside the mask" (as an
+    # 8-bit mask reports it) differ from "untouched": zero them so the two always agree.
+    mk[mk < 1.5 / 255.0] = 0.0
     return SwapPatch((x0, y0, x1, y1), px, mk, dict(info or {}))
 
 

@@ -18,7 +18,7 @@ SWAPLINE_NODES = {
     "SwaplineBuildFaceModel", "SwaplineSaveFaceModel", "SwaplineLoadFaceModel",
     "SwaplineSwapperLoader", "SwaplineSwapFaces", "SwaplineLoadVideo", "SwaplineTrackFaces",
     "SwaplineSwapFrames", "SwaplineSaveVideo", "SwaplineFramesToImage", "SwaplineImageToFrames",
-    "SwaplineQAGate", "SwaplineC2PASink",
+    "SwaplineQAGate", "SwaplineC2PASink", "SwaplinePasteFaces",
 }
 
 
@@ -173,3 +173,34 @@ def test_image_batch_roundtrips_through_frames(comfy):
     assert len(images) == 3
     original = rgb(insightface_image(T1))
     assert all(np.array_equal(rgb(comfy.output_path(i)), original) for i in images)
+
+
+def test_align_then_paste_back_roundtrip(comfy):
+    """Aligned 512 crops pasted back unedited leave the frame (nearly) as it was; outside the mask exactly."""
+    name = put_input(comfy, insightface_image(T1))
+    hist = comfy.run({
+        "1": {"class_type": "LoadImage", "inputs": {"image": name}},
+        "2": {"class_type": "SwaplineAnalyzerLoader",
+              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
+        "3": {"class_type": "SwaplineDetectFaces",
+              "inputs": {"images": ["1", 0], "analyzer": ["2", 0], "embeddings": False, "landmarks": False,
+                         "no_face": "pass through"}},
+        "4": {"class_type": "SwaplineAlignFaces",
+              "inputs": {"images": ["1", 0], "faces": ["3", 0], "size": "512", "template": "ffhq"}},
+        "5": {"class_type": "ImageInvert", "inputs": {"image": ["4", 0]}},
+        "6": {"class_type": "SwaplinePasteFaces",
+              "inputs": {"images": ["1", 0], "crops": ["5", 0], "transforms": ["4", 1], "mask_erode": 0.02,
+                         "mask_blur": 0.08}},
+        "7": {"class_type": "SaveImage", "inputs": {"images": ["6", 0], "filename_prefix": "pasted"}},
+        "8": {"class_type": "MaskToImage", "inputs": {"mask": ["6", 1]}},
+        "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0], "filename_prefix": "pasted_mask"}},
+        "10": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}},
+    })
+    assert len(hist["outputs"]["10"]["images"]) == 6, "one aligned crop per face"
+    out = rgb(comfy.output_path(hist["outputs"]["7"]["images"][0]))
+    mask = rgb(comfy.output_path(hist["outputs"]["9"]["images"][0]))[..., 0]
+    original = rgb(insightface_image(T1))
+    assert np.array_equal(out[mask == 0], original[mask == 0])
+    inside = mask > 250
+    # inverted crops pasted back: the faces are inverted, i.e. far from the original
+    assert np.abs(out[inside].astype(int) - original[inside]).mean() > 60
