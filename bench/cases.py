@@ -1,0 +1,86 @@
+"""The two model setups compared: built-in (MTCNN + dlib, classical swapper) and InsightFace
+(buffalo_l + inswapper_128 layout, here the synthetic stand-ins from tests/synthetic_models.py).
+
+Loading models, building the source face model and the target reference happen here, before
+any timing; the settings are the shipped workflows' (workflows/api/video_swap*.json).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE, add_tests_to_path
+
+
+@dataclass
+class Case:
+    name: str
+    description: str
+    analyzer: object
+    swapper: object
+    source: object            # SourceIdentity pasted in
+    reference: object         # SourceIdentity of the person to replace
+    threshold: float          # identity similarity threshold (the workflow's)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def needs_landmarks(self) -> bool:
+        return bool(getattr(self.swapper, "needs_landmarks", False))
+
+
+def load_rgb(path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB")).copy()
+
+
+def face_model(analyzer, image: np.ndarray):
+    """As Build Face Model does (nodes/face_model.build_face_model): largest face, embedded."""
+    from swapline_core import face_model as fm
+    from swapline_core.errors import NoFaceError
+
+    faces = analyzer.detect([image])[0]
+    if not faces:
+        raise NoFaceError(f"{analyzer.name}: no face in the benchmark's source/reference image")
+    face = max(faces, key=lambda f: f.area)
+    analyzer.embed([image], [[face]])
+    if analyzer.supports_landmarks:
+        analyzer.landmarks68([image], [[face]])
+    return fm.build([image], [face], analyzer.recognizer_name)
+
+
+def builtin_case() -> Case:
+    from swapline_core.builtin_analyzer import BuiltinAnalyzer
+    from swapline_core.classical_swap import ClassicalSwapper
+
+    analyzer = BuiltinAnalyzer(threshold=0.9)   # what Load Face Analyzer maps det_thresh 0.5 to
+    return Case("builtin", "built-in MTCNN + dlib analyzer, classical landmark-warp swapper",
+                analyzer, ClassicalSwapper(), face_model(analyzer, load_rgb(SOURCE_FACE)),
+                face_model(analyzer, load_rgb(TARGET_REFERENCE)), threshold=0.9,
+                notes=["ClassicalSwapper() with its defaults (seamless blend, colour transfer, relight)"])
+
+
+def insightface_case() -> Case:
+    add_tests_to_path()
+    from synthetic_models import build_models
+
+    from swapline_core.insightface_backend import InsightFaceAnalyzer
+    from swapline_core.inswapper import InSwapper
+
+    files = build_models(MODELS)
+    analyzer = InsightFaceAnalyzer(str(files["detector"].parent), "auto", 640, 0.5)
+    swapper = InSwapper(str(files["swapper"]), "auto", "ellipse", 0.03, 0.1)
+    return Case("insightface_synthetic",
+                "buffalo_l + inswapper_128 stand-ins (synthetic weights, real signatures and loaders)",
+                analyzer, swapper, face_model(analyzer, load_rgb(SOURCE_FACE)),
+                face_model(analyzer, load_rgb(TARGET_REFERENCE)), threshold=0.35,
+                notes=["the stand-in detector is MTCNN's O-Net as an SCRFD-shaped graph, slower than "
+                       "the real SCRFD-10G; the recognizer and swapper are small random convnets, much "
+                       "faster than the real w600k_r50 / inswapper_128",
+                       "the stand-in pack has no 68-point landmark model, so 'full analysis' is "
+                       "detect + embed"])
+
+
+CASES = {"builtin": builtin_case, "insightface_synthetic": insightface_case}

@@ -1,0 +1,23 @@
+"""Where the benchmark reads inputs and writes results (everything under out/bench)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "out" / "bench"
+MEDIA = OUT / "media"          # generated clips (cached between runs)
+MODELS = OUT / "models"        # synthetic buffalo_l + inswapper stand-ins
+WORK = OUT / "work"            # chunk stores, encoded outputs, server base dirs (wiped per run)
+SAMPLES = REPO / "assets" / "samples"
+SAMPLE_CLIP = SAMPLES / "kling_avatar_clip.mp4"
+SOURCE_FACE = SAMPLES / "source_face.png"
+TARGET_REFERENCE = SAMPLES / "target_reference.png"
+WORKFLOW = REPO / "workflows" / "api" / "video_swap_builtin.json"
+
+
+def add_tests_to_path() -> None:
+    """tests/ holds the ComfyUI harness and the synthetic model builder; they are not a package."""
+    p = str(REPO / "tests")
+    if p not in sys.path:
+        sys.path.insert(0, p)

@@ -1,0 +1,83 @@
+"""Exclusive wall-time accounting by label, by wrapping functions in place for one run.
+
+``Probe.wrap`` returns a timed version of a callable; nested timed calls are subtracted from
+their caller, so each label gets only its own time (e.g. ``embed`` without the ``landmarks``
+call it makes inside). ``Probe.patch`` swaps an attribute for its timed version until the
+context exits. Overhead is about a microsecond per call, far below the work being timed.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from collections import defaultdict
+from contextlib import ExitStack, contextmanager
+
+
+class Probe:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._children: list[float] = []   # per open timed call: time spent in timed callees
+
+    def _enter(self) -> float:
+        self._children.append(0.0)
+        return time.perf_counter()
+
+    def _exit(self, label: str, t0: float) -> None:
+        dt = time.perf_counter() - t0
+        child = self._children.pop()
+        self.seconds[label] += dt - child
+        self.calls[label] += 1
+        if self._children:
+            self._children[-1] += dt
+
+    def wrap(self, label: str, fn):
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            t0 = self._enter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._exit(label, t0)
+        return timed
+
+    def wrap_generator(self, label: str, fn):
+        """Time each step of the generator ``fn`` returns (decoding happens inside next())."""
+        probe = self
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            it = iter(fn(*args, **kwargs))
+            try:
+                while True:
+                    t0 = probe._enter()
+                    try:
+                        item = next(it)
+                    except StopIteration:
+                        return
+                    finally:
+                        probe._exit(label, t0)
+                    yield item
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
+        return timed
+
+    @contextmanager
+    def patch(self, targets):
+        """``targets``: (object, attribute, label[, "gen"]) tuples; restored on exit."""
+        with ExitStack() as stack:
+            for obj, attr, label, *kind in targets:
+                original = getattr(obj, attr)
+                own = attr in getattr(obj, "__dict__", {})   # else: an instance shadows its class
+                timed = (self.wrap_generator if kind == ["gen"] else self.wrap)(label, original)
+                setattr(obj, attr, timed)
+                if own:
+                    stack.callback(setattr, obj, attr, original)
+                else:
+                    stack.callback(delattr, obj, attr)
+            yield self
+
+    def to_json(self) -> dict:
+        return {k: round(v, 4) for k, v in sorted(self.seconds.items())}

@@ -1,0 +1,162 @@
+"""Entry point: ``python -m bench.run [--quick] [--skip-rss] [--skip-speed]``.
+
+Writes out/bench/results.json and out/bench/results.md (see bench/README.md). Results are
+rewritten after every step, so an interrupted run keeps what it measured (marked incomplete).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+import traceback
+
+from . import media, report
+from .machine import load_average, machine_info
+from .paths import OUT, REPO, SAMPLE_CLIP, WORK
+
+TARGETS = {"speedup_vs_naive": 3, "peak_rss_ratio_long_vs_short": 1.5}
+HEADLINE = "builtin/gen300"          # speedup_vs_naive and non_inference_share come from here
+SHORT_FRAMES, LONG_FRAMES = 300, 3000
+ENCODE = {"crf": 18, "preset": "medium"}   # the shipped workflows' Save Video settings
+
+_T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.perf_counter() - _T0:7.1f}s] {msg}", flush=True)
+
+
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"skip the {LONG_FRAMES}-frame server run (smoke check)")
+    ap.add_argument("--skip-rss", action="store_true", help="skip the ComfyUI server peak-RSS runs")
+    ap.add_argument("--skip-speed", action="store_true", help="skip the naive-vs-ours speed comparison")
+    return ap.parse_args(argv)
+
+
+def new_results(args) -> dict:
+    return {
+        "machine": machine_info(),
+        "settings": {"quick": args.quick, "skip_rss": args.skip_rss, "skip_speed": args.skip_speed,
+                     "encode": ENCODE, "detect_every": 8, "chunk": 16,
+                     "clips": {"sample48": str(SAMPLE_CLIP.relative_to(REPO)),
+                               "gen300": f"{SHORT_FRAMES} frames 1280x720 generated from the sample",
+                               "gen3000": f"{LONG_FRAMES} frames 1280x720 generated from the sample"}},
+        "video": {"speedup_vs_naive": None, "speedup_vs_naive_by_case": {},
+                  "speedup_vs_naive_cpu_by_case": {}, "peak_rss_ratio_long_vs_short": None,
+                  "peak_rss_mb": {"short": None, "long": None}, "stages": {}, "fps": {},
+                  "non_inference_share": None, "non_inference_share_by_run": {},
+                  "speed_runs": {}, "server_runs": {}},
+        "targets": dict(TARGETS),
+        "met": {"speedup_vs_naive": None, "peak_rss_ratio_long_vs_short": None},
+        "errors": {},
+        "complete": False,
+    }
+
+
+def record_stages(video: dict, key: str, table: dict) -> None:
+    video["stages"][key] = table
+    video["fps"][key] = table["fps"]
+    video["non_inference_share_by_run"][key] = table["non_inference_share"]
+
+
+def run_speed(results: dict, clips: dict, save) -> None:
+    from . import speed
+    from .cases import CASES
+
+    video = results["video"]
+    for case_name, build in CASES.items():
+        log(f"speed: loading {case_name} models (untimed)")
+        try:
+            case = build()
+        except Exception as exc:      # one broken setup must not cost the other's numbers
+            results["errors"][f"speed {case_name}"] = _error(exc)
+            save()
+            continue
+        for clip_name, clip in clips.items():
+            key = f"{case_name}/{clip_name}"
+            log(f"speed: {key}")
+            try:
+                r = speed.compare(case, clip_name, clip, WORK / "speed", log=log, **ENCODE)
+            except Exception as exc:
+                results["errors"][f"speed {key}"] = _error(exc)
+                save()
+                continue
+            video["speed_runs"][key] = r
+            video["speedup_vs_naive_by_case"][key] = r["speedup_wall"]
+            video["speedup_vs_naive_cpu_by_case"][key] = r["speedup_cpu"]
+            record_stages(video, f"ours {key}", r["ours"]["stages"])
+            record_stages(video, f"naive {key}", r["naive"]["stages"])
+            log(f"speed: {key}: naive {r['naive']['wall_s_median']:.1f} s, ours {r['ours']['wall_s_median']:.1f} s "
+                f"-> {r['speedup_wall']:.2f}x wall ({r['speedup_cpu']:.2f}x cpu)")
+            save()
+    if HEADLINE in video["speedup_vs_naive_by_case"]:
+        video["speedup_vs_naive"] = video["speedup_vs_naive_by_case"][HEADLINE]
+        video["non_inference_share"] = video["non_inference_share_by_run"][f"ours {HEADLINE}"]
+        results["met"]["speedup_vs_naive"] = video["speedup_vs_naive"] >= TARGETS["speedup_vs_naive"]
+
+
+def run_rss(results: dict, clips: dict, save) -> None:
+    from . import rss
+
+    video = results["video"]
+    for label, clip in clips.items():
+        log(f"rss: {label} clip ({clip.name}) through a fresh ComfyUI server")
+        try:
+            r = rss.run_workflow(label, clip, WORK, log=log)
+        except Exception as exc:
+            results["errors"][f"rss {label}"] = _error(exc)
+            save()
+            continue
+        video["server_runs"][label] = r
+        video["peak_rss_mb"][label] = r["peak_rss_mb"]
+        record_stages(video, f"server {label} ({r['frames']} frames)", r["stages"])
+        log(f"rss: {label}: peak {r['peak_rss_mb']:.0f} MB (idle {r['idle_rss_mb']:.0f} MB), "
+            f"{r['wall_s']:.1f} s, {r['stages']['fps']:.2f} fps")
+        save()
+    short, long_ = video["peak_rss_mb"]["short"], video["peak_rss_mb"]["long"]
+    if short and long_:
+        video["peak_rss_ratio_long_vs_short"] = round(long_ / short, 3)
+        results["met"]["peak_rss_ratio_long_vs_short"] = (
+            video["peak_rss_ratio_long_vs_short"] <= TARGETS["peak_rss_ratio_long_vs_short"])
+
+
+def _error(exc: BaseException) -> str:
+    log(f"ERROR: {type(exc).__name__}: {exc}")
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-4000:] + \
+        "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(WORK, ignore_errors=True)
+    results = new_results(args)
+
+    def save() -> None:
+        results["seconds_total"] = round(time.perf_counter() - _T0, 1)
+        results["machine"]["load_average_at_end"] = load_average()
+        (OUT / "results.json").write_text(json.dumps(results, indent=1))
+        (OUT / "results.md").write_text(report.markdown(results))
+
+    log(f"machine: {results['machine']['cpu_count']} CPUs, load {results['machine']['load_average_at_start']}")
+    short = media.generated_clip(SHORT_FRAMES, log=log)
+    if not args.skip_speed:
+        run_speed(results, {"sample48": SAMPLE_CLIP, "gen300": short}, save)
+    if not args.skip_rss:
+        clips = {"short": short}
+        if not args.quick:
+            clips["long"] = media.generated_clip(LONG_FRAMES, log=log)
+        run_rss(results, clips, save)
+    results["complete"] = True
+    save()
+    shutil.rmtree(WORK, ignore_errors=True)
+    log(f"wrote {OUT / 'results.json'} and {OUT / 'results.md'}")
+    print(report.summary(results), flush=True)
+    return 1 if results["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
