@@ -19,7 +19,7 @@ import numpy as np
 
 
 # Bumped whenever a stage's algorithm changes its output, so stale chunks are never reused.
-ALGORITHM_VERSION = 4
+ALGORITHM_VERSION = 5
 
 
 def stage_key(*parts) -> str:

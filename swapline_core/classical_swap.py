@@ -274,8 +274,21 @@ def _piecewise_affine(src_img, src_pts, dst_pts, tris, shape):
 
 
 def _masked_blur(img: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian blur that averages only over ``mask``, so background does not leak in."""
+    """Gaussian blur that averages only over ``mask``, so background does not leak in.
+
+    The result is low-frequency by construction, so it is computed on a copy shrunk to about
+    four pixels per sigma and scaled back: the same shading at a fraction of the cost (a
+    full-size blur with sigma ~90 px dominated the swap time at 720p).
+    """
     m = mask.astype(np.float32)
+    h, w = m.shape
+    f = min(1.0, 4.0 / max(sigma, 1e-6))
+    if f < 1.0:
+        small = (max(1, round(w * f)), max(1, round(h * f)))
+        num = cv2.GaussianBlur(cv2.resize(img * m[..., None], small, interpolation=cv2.INTER_AREA), (0, 0), sigma * f)
+        den = cv2.GaussianBlur(cv2.resize(m, small, interpolation=cv2.INTER_AREA), (0, 0), sigma * f)
+        low = num / np.maximum(den, 1e-4)[..., None]
+        return cv2.resize(low, (w, h), interpolation=cv2.INTER_LINEAR)
     num = cv2.GaussianBlur(img * m[..., None], (0, 0), sigma)
     den = cv2.GaussianBlur(m, (0, 0), sigma)
     return num / np.maximum(den, 1e-4)[..., None]
