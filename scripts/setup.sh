@@ -79,6 +79,27 @@ if ! stamp_ok pack-reqs "$key"; then
   stamp_set pack-reqs "$key"
 fi
 
+# Browser tests (tests/browser) drive Debian's Chromium through Playwright; Playwright's own
+# browser download is never used. Without apt-get (or root/sudo) this step is skipped and the
+# browser tests skip with that reason; where apt-get can run, a failed install stops setup.
+CHROMIUM=${SWAPLINE_CHROMIUM:-/usr/bin/chromium}
+if [ ! -x "$CHROMIUM" ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "apt-get not found: Chromium not installed, browser tests will be skipped"
+  elif [ -n "$SUDO" ] && ! { command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; }; then
+    log "not root and no password-less sudo: Chromium not installed, browser tests will be skipped"
+    log "  (to run them: sudo apt-get install -y chromium)"
+  else
+    log "installing Chromium from Debian (apt-get) for the browser tests"
+    export DEBIAN_FRONTEND=noninteractive
+    # try the cached package lists first; refresh them only if that fails
+    $SUDO apt-get install -y -q chromium >/dev/null 2>&1 ||
+      { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium >/dev/null; }
+  fi
+fi
+
 mkdir -p "$COMFY/custom_nodes" "$ROOT/.comfy/user/default"
 if [ ! -L "$COMFY/custom_nodes/swapline" ]; then
   ln -sfn "$ROOT" "$COMFY/custom_nodes/swapline"

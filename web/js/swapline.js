@@ -1,17 +1,71 @@
 // Swapline editor extension: shows what the API output already carries (ui data), natively.
-// Official hooks only (registerExtension / onExecuted via beforeRegisterNodeDef); no patching
-// of ComfyUI internals.
+// Official hooks only (registerExtension / onExecuted via beforeRegisterNodeDef) and LiteGraph's
+// custom-widget API (addCustomWidget with draw/computeSize); no patching of ComfyUI internals.
 import { app } from "../../../scripts/app.js";
 
 const README_MODELS = "https://github.com/swapline/comfyui-swapline#models";
+const CHART_H = 140;   // chart drawing height inside its widget
+const MARGIN = 15;     // LiteGraph's widget margin
 
-function textWidget(node, name) {
+const LG = () => globalThis.LiteGraph ?? {};
+
+function fitText(ctx, text, maxWidth) {
+  if (ctx.measureText(text).width <= maxWidth) return text;
+  let lo = 0, hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(text.slice(0, mid) + "…").width <= maxWidth) lo = mid; else hi = mid - 1;
+  }
+  return text.slice(0, lo) + "…";
+}
+
+// A read-only status line ("label  value"). Not a disabled text widget: the 1.3x frontend hides the
+// value of disabled widgets (they mean "converted to an input"), so the status was invisible.
+// Never serialized: neither into the workflow (widget.serialize) nor the prompt (options.serialize).
+function statusWidget(node, name) {
   let w = node.widgets?.find((x) => x.name === name);
   if (!w) {
-    w = node.addWidget("text", name, "", () => {}, { serialize: false });
-    w.disabled = true;
+    w = node.addCustomWidget({
+      name,
+      type: "swapline.status",
+      value: "",
+      serialize: false,
+      options: { serialize: false },
+      draw(ctx, _node, width, y, H) {
+        const lg = LG();
+        const h = H ?? lg.NODE_WIDGET_HEIGHT ?? 20;
+        ctx.save();
+        ctx.fillStyle = lg.WIDGET_BGCOLOR ?? "#222";
+        ctx.strokeStyle = lg.WIDGET_OUTLINE_COLOR ?? "#666";
+        ctx.beginPath();
+        if (ctx.roundRect) ctx.roundRect(MARGIN, y, width - 2 * MARGIN, h, h * 0.5);
+        else ctx.rect(MARGIN, y, width - 2 * MARGIN, h);
+        ctx.fill();
+        ctx.textBaseline = "middle";
+        ctx.textAlign = "left";
+        const label = `${this.label ?? this.name}:`;
+        ctx.fillStyle = lg.WIDGET_SECONDARY_TEXT_COLOR ?? "#999";
+        ctx.fillText(label, MARGIN + 10, y + h / 2);
+        const x = MARGIN + 16 + ctx.measureText(label).width;
+        ctx.fillStyle = lg.WIDGET_TEXT_COLOR ?? "#ddd";
+        ctx.fillText(fitText(ctx, String(this.value ?? ""), width - MARGIN - 10 - x), x, y + h / 2);
+        ctx.restore();
+      },
+      computeSize(width) {
+        return [width, LG().NODE_WIDGET_HEIGHT ?? 20];
+      },
+      onPointerDown() {
+        return true; // read-only: swallow the click (no edit prompt)
+      },
+    });
+    growToFit(node);
   }
   return w;
+}
+
+function growToFit(node) {
+  const min = node.computeSize?.();
+  if (min && node.size[1] < min[1]) node.setSize([Math.max(node.size[0], min[0]), min[1]]);
 }
 
 function drawQAChart(ctx, report, width, height) {
@@ -25,7 +79,7 @@ function drawQAChart(ctx, report, width, height) {
   const ys = (v) => height - pad - Math.max(0, Math.min(1, v)) * (height - 2 * pad);
   const series = [
     ["identity", "#5fd3a0", (f) => f.identity],
-    ["flicker", "#f2b441", (f) => (f.flicker_ratio == null ? null : Math.min(f.flicker_ratio / 3, 1))],
+    ["flicker/3", "#f2b441", (f) => (f.flicker_ratio == null ? null : Math.min(f.flicker_ratio / 3, 1))],
   ];
   for (const [, color, get] of series) {
     ctx.strokeStyle = color;
@@ -53,7 +107,89 @@ function drawQAChart(ctx, report, width, height) {
     }
     hits.push({ x: xs(i), frame: f.index });
   });
+  // legend and verdict
+  ctx.font = "11px sans-serif";
+  ctx.textBaseline = "middle";
+  let lx = pad;
+  for (const [name, color] of series) {
+    ctx.fillStyle = color;
+    ctx.fillRect(lx, 8, 10, 3);
+    ctx.fillStyle = "#c8ccd4";
+    ctx.fillText(name, lx + 14, 10);
+    lx += 24 + ctx.measureText(name).width;
+  }
+  const failing = report.summary?.fail ?? frames.filter((f) => f.status === "fail").length;
+  ctx.textAlign = "center";
+  ctx.fillStyle = report.decision === "pass" ? "#5fd3a0" : "#e5484d";
+  ctx.fillText(`${String(report.decision ?? "").toUpperCase()} · ${frames.length} frames · ${failing} failing`,
+    width / 2, height - 10);
+  ctx.textAlign = "left";
+  ctx.fillStyle = "#8a919e";
+  ctx.fillText(`${frames[0].index}`, pad, height - 10);
+  ctx.textAlign = "right";
+  ctx.fillText(`${frames[frames.length - 1].index}`, width - pad, height - 10);
+  ctx.textAlign = "left";
   return hits;
+}
+
+function frameText(f) {
+  if (!f) return "";
+  const parts = [`frame ${f.index}: ${f.status}`];
+  if (f.identity != null) parts.push(`identity ${f.identity.toFixed(3)}`);
+  if (f.flicker_ratio != null) parts.push(`flicker ${f.flicker_ratio.toFixed(2)}`);
+  for (const [k, v] of Object.entries(f)) {
+    if (!["index", "status", "identity", "flicker_ratio"].includes(k) && v != null) {
+      parts.push(`${k} ${typeof v === "number" ? +v.toFixed(3) : JSON.stringify(v)}`);
+    }
+  }
+  return parts.join(" · ");
+}
+
+// The per-frame chart as a widget of its own: the layout reserves its height, so the report plot
+// preview below it (the node's image output) no longer paints over it. Click a frame for details.
+function qaChartWidget(node) {
+  let w = node.widgets?.find((x) => x.name === "swapline_qa_chart");
+  if (w) return w;
+  w = node.addCustomWidget({
+    name: "swapline_qa_chart",
+    type: "swapline.qa_chart",
+    value: null,
+    serialize: false,
+    options: { serialize: false },
+    hits: [],
+    draw(ctx, n, width, y) {
+      if (!n.swaplineQA) return;
+      ctx.save();
+      ctx.translate(MARGIN, y + 4);
+      this.hits = drawQAChart(ctx, n.swaplineQA, width - 2 * MARGIN, CHART_H);
+      ctx.restore();
+    },
+    computeSize(width) {
+      return [width, CHART_H + 8];
+    },
+    onPointerDown(pointer, n, canvas) {
+      pointer.onClick = (e) => {
+        const x = (e?.canvasX ?? canvas.graph_mouse[0]) - n.pos[0] - MARGIN;
+        swaplineSelectFrame(n, x);
+      };
+      return true;
+    },
+  });
+  growToFit(node);
+  return w;
+}
+
+// Select the frame nearest to chart x (chart coordinates): shows its metrics in the "qa" line.
+function swaplineSelectFrame(node, x) {
+  const hits = node.widgets?.find((w) => w.name === "swapline_qa_chart")?.hits;
+  if (!hits?.length || !node.swaplineQA) return null;
+  const nearest = hits.reduce((a, b) => (Math.abs(b.x - x) < Math.abs(a.x - x) ? b : a));
+  const frame = node.swaplineQA.frames.find((f) => f.index === nearest.frame);
+  statusWidget(node, "qa").value = frameText(frame);
+  const preview = node.imgs && node.imgs.length > 1 ? nearest.frame % node.imgs.length : null;
+  if (preview != null) node.imageIndex = preview;
+  node.setDirtyCanvas(true, true);
+  return frame;
 }
 
 app.registerExtension({
@@ -65,50 +201,26 @@ app.registerExtension({
       onExecuted?.apply(this, arguments);
       if (message?.swapline_signing) {
         const s = message.swapline_signing[0];
-        textWidget(this, "signing").value = `signature: ${s.status}` +
-          (s.results?.[0]?.error ? ` (${s.results[0].error})` : "");
+        const r = s.results?.[0];
+        statusWidget(this, "signing").value = `${s.status}` + (r?.state ? ` · ${r.state}` : "") +
+          (r?.error ? ` (${r.error})` : "");
       }
       if (message?.swapline_qa) {
         this.swaplineQA = message.swapline_qa[0];
-        textWidget(this, "qa").value = `QA ${this.swaplineQA.decision}: ` +
-          `${this.swaplineQA.summary?.fail_frames ?? 0} failing frame(s)`;
-        this.setDirtyCanvas(true, true);
+        statusWidget(this, "qa").value = `${this.swaplineQA.decision}: ` +
+          `${this.swaplineQA.summary?.fail ?? 0} failing frame(s)`;
+        qaChartWidget(this);
       }
       if (message?.swapline_selection) {
         const frames = message.swapline_selection[0].frames || [];
         const first = frames[0];
         if (first) {
-          textWidget(this, "selection").value = (first.similarity || [])
-            .map((s, i) => `#${i}: ${s == null ? "n/a" : s.toFixed(2)}`).join("  ");
+          statusWidget(this, "selection").value = (first.similarity || [])
+            .map((s, i) => `#${i}: ${s == null ? "n/a" : s.toFixed(2)}`).join("  ") || "no face selected";
         }
       }
+      this.setDirtyCanvas(true, true);
     };
-    if (nodeData.name === "SwaplineQAGate") {
-      const onDrawForeground = nodeType.prototype.onDrawForeground;
-      nodeType.prototype.onDrawForeground = function (ctx) {
-        onDrawForeground?.apply(this, arguments);
-        if (!this.swaplineQA || this.flags?.collapsed) return;
-        const h = 140;
-        ctx.save();
-        ctx.translate(8, this.size[1] - h - 8);
-        this.swaplineHits = drawQAChart(ctx, this.swaplineQA, this.size[0] - 16, h);
-        ctx.restore();
-      };
-      const onMouseDown = nodeType.prototype.onMouseDown;
-      nodeType.prototype.onMouseDown = function (e, pos) {
-        const hits = this.swaplineHits;
-        if (hits?.length && pos[1] > this.size[1] - 148) {
-          const nearest = hits.reduce((a, b) => (Math.abs(b.x + 8 - pos[0]) < Math.abs(a.x + 8 - pos[0]) ? b : a));
-          textWidget(this, "qa").value = `frame ${nearest.frame}: ` +
-            JSON.stringify(this.swaplineQA.frames.find((f) => f.index === nearest.frame) || {});
-          const preview = this.imgs && this.imgs.length > 1 ? nearest.frame % this.imgs.length : null;
-          if (preview != null) this.imageIndex = preview;
-          this.setDirtyCanvas(true, true);
-          return true;
-        }
-        return onMouseDown?.apply(this, arguments);
-      };
-    }
   },
   async setup() {
     // A missing model shows the README's models section next to ComfyUI's own error text.
