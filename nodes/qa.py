@@ -78,6 +78,8 @@ class QAGate(io.ComfyNode):
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
+            # an output node, so a re-queued (cached) prompt still sends its chart and report
+            is_output_node=True,
         )
 
     @classmethod

@@ -100,6 +100,12 @@ if [ ! -x "$CHROMIUM" ]; then
   fi
 fi
 
+# Real face clips (MIT, ComfyUI workflow templates wheel) used by tests; fetched from PyPI once.
+if [ ! -f "$ROOT/tests/.cache/media/api_kling_avatar2-1.webp" ]; then
+  log "fetching sample face clips for the tests"
+  "$VPY" scripts/fetch_sample_media.py >/dev/null
+fi
+
 mkdir -p "$COMFY/custom_nodes" "$ROOT/.comfy/user/default"
 if [ ! -L "$COMFY/custom_nodes/swapline" ]; then
   ln -sfn "$ROOT" "$COMFY/custom_nodes/swapline"

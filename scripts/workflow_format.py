@@ -7,6 +7,11 @@ are executed. Used by scripts/make_workflows.py and tests; not part of the pack.
 from __future__ import annotations
 
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+# Room for what the editor draws below the widgets (input previews, result images, the QA
+# chart), so nodes laid out in a column do not cover each other once those appear.
+PREVIEW_HEIGHT = {"LoadImage": 240, "SwaplineLoadVideo": 320, "SaveImage": 260, "PreviewImage": 260,
+                  "SwaplineDetectFaces": 240, "SwaplineSelectFaces": 240, "SwaplineQAGate": 420,
+                  "SwaplineC2PASink": 300}
 
 
 def _is_widget(spec) -> bool:
@@ -41,7 +46,7 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "") -> dict:
 
     for nid in prompt:
         d(nid)
-    nodes, links, rows = [], [], {}
+    nodes, links, column_y = [], [], {}
     out_links: dict[tuple[str, int], list[int]] = {}
     for nid, node in prompt.items():
         for name, value in node["inputs"].items():
@@ -68,10 +73,11 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "") -> dict:
         outputs = [{"name": oname, "type": otype, "links": out_links.get((nid, k), []), "slot_index": k}
                    for k, (oname, otype) in enumerate(zip(defn["output_name"], defn["output"]))]
         col = depth[nid]
-        row = rows.get(col, 0)
-        rows[col] = row + 1
-        nodes.append({"id": ids[nid], "type": node["class_type"], "pos": [40 + col * 360, 40 + row * 260],
-                      "size": [320, 90 + 26 * max(len(widgets), len(inputs))], "flags": {}, "order": order,
+        height = 60 + 26 * (len(widgets) + len(inputs)) + PREVIEW_HEIGHT.get(node["class_type"], 0)
+        y = column_y.get(col, 40)
+        column_y[col] = y + height + 60
+        nodes.append({"id": ids[nid], "type": node["class_type"], "pos": [40 + col * 380, y],
+                      "size": [340, height], "flags": {}, "order": order,
                       "mode": 0, "inputs": inputs, "outputs": outputs,
                       "properties": {"Node name for S&R": node["class_type"]}, "widgets_values": widgets,
                       **({"title": node["_meta"]["title"]} if node.get("_meta", {}).get("title") else {})})

@@ -98,9 +98,6 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         assert f"identity {sent['frames'][frame]['identity']:.3f}" in text
 
 
-@pytest.mark.xfail(strict=True, reason="workflows/*.json lay nodes out at their widget-only size; the input "
-                   "previews make LoadImage ~314 and Load Video ~510 units tall, so they cover the next node "
-                   "(scripts/make_workflows.py should leave that room)")
 def test_nodes_do_not_overlap_once_previews_show(editor):
     overlaps = {}
     for name in NAMES:
