@@ -204,3 +204,28 @@ def test_align_then_paste_back_roundtrip(comfy):
     inside = mask > 250
     # inverted crops pasted back: the faces are inverted, i.e. far from the original
     assert np.abs(out[inside].astype(int) - original[inside]).mean() > 60
+
+
+def test_face_model_save_load_and_many_faces(comfy):
+    """A face model survives save/load; twelve faces in one frame are all found and swappable."""
+    from PIL import Image
+
+    t1 = rgb(insightface_image(T1))
+    many = comfy.base_dir / "input" / "swapline_twelve.png"
+    Image.fromarray(np.concatenate([t1, t1[:, ::-1]], axis=1)).save(many)  # 6 people, twice
+    source = put_input(comfy, insightface_image(HANKS))
+    prompt = swap_prompt(many.name, source, select_mode="all")
+    prompt["6"]["inputs"]["max_faces"] = 0
+    prompt["12"] = {"class_type": "SwaplineSaveFaceModel", "inputs": {"face_model": ["5", 0], "name": "hanks test"}}
+    hist = comfy.run(prompt)
+    faces = hist["outputs"]["4"]["swapline_faces"][0]["frames"][0]["faces"]
+    assert len(faces) == 12
+    assert len(hist["outputs"]["6"]["swapline_selection"][0]["frames"][0]["faces"]) == 12
+    saved = comfy.models_dir / "swapline" / "faces" / "hanks test.safetensors"
+    assert saved.exists()
+
+    loaded = swap_prompt(put_input(comfy, insightface_image(T1)), source)
+    loaded["5"] = {"class_type": "SwaplineLoadFaceModel", "inputs": {"face_model": "hanks test.safetensors"}}
+    hist = comfy.run(loaded)
+    out = rgb(comfy.output_path(hist["outputs"]["9"]["images"][0]))
+    assert np.abs(out.astype(int) - t1).mean() > 0.1

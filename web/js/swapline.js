@@ -228,6 +228,12 @@ app.registerExtension({
     api.addEventListener("execution_error", ({ detail }) => {
       if (!detail?.node_type?.startsWith("Swapline")) return;
       if (/was not found|cannot be used/.test(detail.exception_message || "")) {
+        // ComfyUI's own dialog shows the node's message (file + folders searched); this adds
+        // where to get the model, through the frontend's public toast API.
+        app.extensionManager?.toast?.add({
+          severity: "error", life: 20000, summary: "Swapline: model missing or unusable",
+          detail: `${detail.exception_message}\nWhere to get it: ${README_MODELS}`,
+        });
         console.warn(`[Swapline] ${detail.exception_message}\nModels: ${README_MODELS}`);
       }
     });
