@@ -105,9 +105,10 @@ class ComfyServer:
         return self
 
     def assert_clean_import(self) -> None:
-        text = self.log()
-        if "IMPORT FAILED" in text or "[Swapline]" in text and "disabled" in text:
-            raise AssertionError(f"custom node import failed:\n{self.log_tail(200)}")
+        bad = [line for line in self.log().splitlines()
+               if "IMPORT FAILED" in line or ("[Swapline]" in line and "disabled" in line)]
+        if bad:
+            raise AssertionError("custom node import failed:\n" + "\n".join(bad) + "\n" + self.log_tail(200))
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
