@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +35,9 @@ def test_nodes_listed_with_descriptions_and_tooltips(comfy):
                 opts = value[1] if len(value) > 1 else {}
                 assert opts.get("tooltip"), f"{node_id}.{name} has no tooltip"
     assert "IMPORT FAILED" not in comfy.log()
+    docs = Path(__file__).resolve().parents[2] / "web" / "docs"
+    missing = [n for n in ours if not (docs / f"{n}.md").exists()]
+    assert not missing, f"no web/docs page (run scripts/make_node_docs.py): {missing}"
 
 
 def detect_prompt(image: str, pack: str) -> dict:
