@@ -46,7 +46,7 @@ from pathlib import Path
 from .paths import OUT, REPO, TARGET_REFERENCE
 
 COMFY = REPO / ".comfy" / "ComfyUI"
-WORK = OUT / "work" / "tiled_vae"
+WORK = OUT / "tiled_vae_work"     # not under out/bench/work: bench/run.py wipes that at its start
 TARGETS = {"psnr_vs_full_db": 40.0, "peak_mem_ratio_vs_full": 0.35, "time_ratio_vs_core_tiled": 0.5}
 OURS = {"mode": "tiled", "tile_size": 256, "overlap": 64}
 CORE_TILED = {"tile_size": 512, "overlap": 64}
@@ -67,6 +67,7 @@ def run(size: tuple[int, int] = (1920, 1080), ablation_size: tuple[int, int] | N
                         "comfy.sd.VAE from a state dict as VAELoader, CPU float32",
                  "settings": {"ours": OURS, "core_tiled": CORE_TILED},
                  "targets": dict(TARGETS), "runs": {}, "errors": {}}
+    latents = {}
     for method in ("full", "core_tiled", "ours"):
         log(f"tiled_vae: {method} at {w}x{h} (child process)")
         try:
@@ -76,16 +77,14 @@ def run(size: tuple[int, int] = (1920, 1080), ablation_size: tuple[int, int] | N
             log(f"tiled_vae: {method} failed: {res['errors'][method]}")
             continue
         r = res["runs"][method]
+        latents[method] = r.pop("latent")
         log(f"tiled_vae: {method}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s cpu, "
             f"peak +{r['peak_mb']:.0f} MB ({r['memory_method']})")
     runs = res["runs"]
-    if "full" in runs:
-        import torch
-
-        ref = torch.load(runs["full"]["latent_path"])
+    if "full" in latents:
         for m in ("core_tiled", "ours"):
-            if m in runs:
-                runs[m]["psnr_vs_full_db"] = round(psnr(torch.load(runs[m]["latent_path"]), ref), 2)
+            if m in latents:
+                runs[m]["psnr_vs_full_db"] = round(psnr(latents[m], latents["full"]), 2)
     ours, full, core = runs.get("ours"), runs.get("full"), runs.get("core_tiled")
     res["psnr_vs_full_db"] = ours and full and ours["psnr_vs_full_db"]
     res["core_tiled_psnr_db"] = core and full and core["psnr_vs_full_db"]
@@ -125,7 +124,12 @@ def _child(method: str, size: tuple[int, int], work: Path, timeout: float = 6 * 
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"child {method} exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    return json.loads(out.read_text())
+    res = json.loads(out.read_text())
+    if "latent_path" in res:                  # small (0.5 MB at 1080p): read it now, not at the end
+        import torch
+
+        res["latent"] = torch.load(res.pop("latent_path"))
+    return res
 
 
 def psnr(a, ref) -> float:
@@ -294,9 +298,11 @@ def child_main(method: str, size: tuple[int, int], result: Path) -> None:
             latent, stats = measure(lambda: fn(img))
             info.update(stats)
             path = result.with_suffix(".pt")
+            path.parent.mkdir(parents=True, exist_ok=True)
             torch.save(latent.clone().cpu(), path)
             info["latent_path"] = str(path)
             info["latent_shape"] = list(latent.shape)
+    result.parent.mkdir(parents=True, exist_ok=True)
     result.write_text(json.dumps(info, indent=1))
 
 
