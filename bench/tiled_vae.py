@@ -121,7 +121,7 @@ def _child(method: str, size: tuple[int, int], work: Path, timeout: float = 6 * 
     env = dict(os.environ, PYTHONUNBUFFERED="1", DO_NOT_TRACK="1")
     cmd = [sys.executable, "-m", "bench.tiled_vae", "--child", method, "--size", f"{size[0]}x{size[1]}",
            "--result", str(out)]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"child {method} exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
     res = json.loads(out.read_text())
@@ -166,8 +166,8 @@ def _swapline():
 
 def random_sd15_vae(seed: int = SEED):
     """comfy.sd.VAE from a random state dict under vae-ft-mse-840000's keys (as VAELoader builds it)."""
-    import torch
     import comfy.sd
+    import torch
     from comfy.ldm.models.autoencoder import AutoencoderKL
 
     dd = {"double_z": True, "z_channels": 4, "resolution": 256, "in_channels": 3, "out_ch": 3, "ch": 128,
@@ -215,9 +215,10 @@ def _reset_hwm() -> bool:
 
 def _hwm() -> int | None:
     try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
@@ -309,8 +310,8 @@ def child_main(method: str, size: tuple[int, int], result: Path) -> None:
 # -- ablation ---------------------------------------------------------------------------------------
 def ablation(vae, node_mod, img, tile: int = 512, overlap: int = 64) -> dict:
     """PSNR from the full encode of each step from per-tile encoding to exact tiling."""
-    import torch
     import comfy.utils
+    import torch
     from torch.nn import GroupNorm
 
     model = vae.first_stage_model

@@ -37,7 +37,7 @@ class TiledVAEEncode(io.ComfyNode):
                         "(SD1.x/2.x, SDXL, SD3, Flux): every GroupNorm uses whole-image statistics, the mid-block "
                         "attention runs once on the whole 1/8 grid and convolution tiles carry their full "
                         "receptive-field halo, so the latent matches a plain encode (core VAE Encode (Tiled) "
-                        "drifts with the content: 25 dB at 1080p). Out of memory on any device: retried with "
+                        "drifts with the content: 25-28 dB at 1080p vs 76 dB here). Out of memory on any device: retried with "
                         "smaller tiles. Other VAEs fall back to core tiling.",
             inputs=[
                 io.Vae.Input("vae", tooltip="The VAE to encode with (e.g. from Load VAE or a checkpoint loader)."),
@@ -185,7 +185,7 @@ class VaeEncoder:
                 x = px[s:s + batch].to(device=vae.device, dtype=vae.vae_dtype)
                 out.append(model.encode(x).to(vae.output_device).float())
                 report(s + x.shape[0])
-        except Exception as exc:  # noqa: BLE001 - only allocation failures fall back
+        except Exception as exc:
             if not tiled_vae.is_oom(exc):
                 raise
             log.warning("[Swapline] plain VAE encode ran out of memory (%s); encoding tiled instead", exc)

@@ -32,10 +32,12 @@ regulariser itself.
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -238,12 +240,12 @@ def _splits(n: int, tile: int) -> list[tuple[int, int]]:
     """[0, n) cut into ceil(n / tile) nearly equal parts (no sliver at the end)."""
     k = max(1, math.ceil(n / max(1, tile)))
     edges = [round(i * n / k) for i in range(k + 1)]
-    return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+    return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
 
 
 class Patch:
     """A region of a feature map: tensor (1, C, h, w) whose top-left is (y0, x0). Read-only."""
-    __slots__ = ("t", "y0", "x0")
+    __slots__ = ("t", "x0", "y0")
 
     def __init__(self, t: torch.Tensor, y0: int, x0: int):
         self.t, self.y0, self.x0 = t, y0, x0
@@ -306,7 +308,7 @@ class GroupStats:
 class Node:
     """A feature map of one image: computed region by region, optionally stored in row chunks."""
 
-    def __init__(self, name: str, c: int, h: int, w: int, scale: int, sources: list["Node"], ctx: "_Ctx"):
+    def __init__(self, name: str, c: int, h: int, w: int, scale: int, sources: list[Node], ctx: _Ctx):
         self.name, self.c, self.h, self.w, self.scale = name, c, h, w, scale
         self.sources = sources
         self.ctx = ctx
@@ -316,13 +318,13 @@ class Node:
         self.released = False
 
     # geometry used for freeing: the first row of `src` that rows >= y of this node still read
-    def src_row(self, src: "Node", y: int) -> int:
+    def src_row(self, src: Node, y: int) -> int:
         raise NotImplementedError
 
     def compute(self, box: Box) -> Patch:
         raise NotImplementedError
 
-    def src_boxes(self, box: Box) -> list[tuple["Node", Box]]:
+    def src_boxes(self, box: Box) -> list[tuple[Node, Box]]:
         """The region of each source that compute(box) reads (before clipping to the map)."""
         return []
 
@@ -942,7 +944,7 @@ def encode_with_retry(encoder, quant_conv, pixels_bchw, tile: int, overlap: int,
         try:
             return encode_tiled_exact(encoder, quant_conv, pixels_bchw, tile, overlap, on_tile, check_interrupt,
                                       plane_budget=plane_budget, **kw), tile
-        except Exception as exc:  # noqa: BLE001 - only allocation failures are retried
+        except Exception as exc:
             if not is_oom(exc) or tile <= min_tile:
                 raise
             failed, message = tile, f"{type(exc).__name__}: {exc}"

@@ -7,9 +7,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-
 from comfy_harness import COMFY
+from PIL import Image
 
 VAE_FILE = "swapline_test_sd15_vae.safetensors"
 SD15 = {"double_z": True, "z_channels": 4, "resolution": 256, "in_channels": 3, "out_ch": 3, "ch": 128,

@@ -248,7 +248,9 @@ def test_is_oom():
 
 
 def test_choose_tile():
-    cost = lambda t: t * t * 1000  # noqa: E731
+    def cost(t):
+        return t * t * 1000
+
     assert tv.choose_tile(10 ** 12, cost, max_tile=1024) == 1024
     assert tv.choose_tile(256 * 256 * 1000 + 5, cost, 0, max_tile=2048) == 256
     assert tv.choose_tile(256 * 256 * 1000 + 5, cost, 10 ** 9, max_tile=2048) == tv.MIN_TILE
