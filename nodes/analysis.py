@@ -64,12 +64,8 @@ class AnalyzerLoader(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, pack):
-        # V3 combos are not checked against their options by ComfyUI 0.3.75: check here so a
-        # workflow naming a pack this machine lacks is rejected before anything runs.
-        if pack != BUILTIN and pack not in model_paths.analysis_packs():
-            return (f"analysis pack '{pack}' was not found in {', '.join(model_paths.analysis_roots())} "
-                    f"(see README.md#models); available: {model_paths.analysis_packs() or 'none'}")
-        return True
+        return pack == BUILTIN or model_paths.check_choice(
+            "analysis pack", pack, model_paths.analysis_packs(), model_paths.analysis_roots())
 
     @classmethod
     def execute(cls, pack, provider, det_size, det_thresh) -> io.NodeOutput:

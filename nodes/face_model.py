@@ -100,10 +100,8 @@ class LoadFaceModel(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, face_model):
-        if face_model not in model_paths.files(model_paths.FACE_MODELS):
-            return (f"face model '{face_model}' was not found in "
-                    f"{', '.join(model_paths.folders(model_paths.FACE_MODELS))}: save one with Save Face Model")
-        return True
+        return model_paths.check_choice("face model", face_model, model_paths.files(model_paths.FACE_MODELS),
+                                        model_paths.folders(model_paths.FACE_MODELS), "save one with Save Face Model")
 
     @classmethod
     def execute(cls, face_model) -> io.NodeOutput:

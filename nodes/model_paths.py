@@ -53,6 +53,20 @@ def resolve(name: str, filename: str) -> str:
     return path
 
 
+def check_choice(kind: str, value: str, available: list[str], searched: list[str],
+                 hint: str = "see README.md#models") -> bool | str:
+    """A loader's ``validate_inputs`` answer for a file/folder widget.
+
+    ComfyUI 0.3.75 checks combo values only for V1 nodes (a V3 combo is served as "COMBO"), so a
+    stale workflow naming a missing file would otherwise fail only at run time. Loaders must not
+    take **kwargs in validate_inputs: that would switch off core's range checks of the rest.
+    """
+    if value in available:
+        return True
+    return (f"{kind} '{value}' was not found in {', '.join(searched) or '(no folder configured)'} "
+            f"({hint}); available: {available or 'none'}")
+
+
 def analysis_roots() -> list[str]:
     return [os.path.join(p, "models") for p in folders(INSIGHTFACE)]
 

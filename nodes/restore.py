@@ -67,15 +67,8 @@ class RestorerLoader(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, restorer):
-        # ComfyUI 0.3.75 checks combo values only for V1 nodes (a V3 combo is served as "COMBO"),
-        # so a stale workflow naming a missing file would otherwise fail only at run time.
-        # No **kwargs here: that would switch off core's min/max checks of the other inputs.
-        available = model_paths.files(model_paths.FACERESTORE)
-        if restorer not in available:
-            where = ", ".join(model_paths.folders(model_paths.FACERESTORE)) or "(no folder configured)"
-            return (f"face restorer '{restorer}' is not in facerestore_models (folders: {where}); "
-                    f"available: {available or 'none'}")
-        return True
+        return model_paths.check_choice("face restorer", restorer, model_paths.files(model_paths.FACERESTORE),
+                                        model_paths.folders(model_paths.FACERESTORE))
 
     @classmethod
     def execute(cls, restorer, codeformer_fidelity, mask_blur) -> io.NodeOutput:

@@ -62,10 +62,8 @@ class SwapperLoader(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, swapper):
-        if swapper != CLASSICAL and swapper not in swapper_files():
-            return (f"swapper '{swapper}' was not found in {', '.join(model_paths.folders(model_paths.INSIGHTFACE))} "
-                    f"(see README.md#models); available: {swapper_files() or 'none'}")
-        return True
+        return swapper == CLASSICAL or model_paths.check_choice(
+            "swapper", swapper, swapper_files(), model_paths.folders(model_paths.INSIGHTFACE))
 
     @classmethod
     def execute(cls, swapper, provider, mask, mask_erode, mask_blur) -> io.NodeOutput:
