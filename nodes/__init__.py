@@ -23,6 +23,7 @@ MODULES = {
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
     "vae": ("TiledVAEEncode",),
+    "controlnet": ("FaceHint", "ApplyFaceControlNet"),
 }
 
 
