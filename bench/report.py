@@ -31,7 +31,36 @@ def headline(results: dict) -> list[str]:
          f"<= {t['peak_rss_ratio_long_vs_short']}", _f(m["peak_rss_ratio_long_vs_short"])],
         ["peak RSS MB (short / long)", f"{_f(v['peak_rss_mb']['short'], 0)} / {_f(v['peak_rss_mb']['long'], 0)}", "", ""],
         ["non-inference share, ours (built-in, 300 frames)", _f(v["non_inference_share"], 3), "", ""],
-    ])
+    ] + tiled_vae_rows(results.get("tiled_vae")))
+
+
+def tiled_vae_rows(tv: dict | None) -> list[list]:
+    if not tv:
+        return []
+    t, m = tv["targets"], tv.get("met") or {}
+    w, h = tv["size"]
+    return [
+        [f"tiled_vae.psnr_vs_full_db ({w}x{h}; core tiled: {_f(tv.get('core_tiled_psnr_db'), 1)} dB)",
+         _f(tv.get("psnr_vs_full_db"), 1), f">= {t['psnr_vs_full_db']}", _f(m.get("psnr_vs_full_db"))],
+        ["tiled_vae.peak_mem_ratio_vs_full (full encode with SDPA)", _f(tv.get("peak_mem_ratio_vs_full"), 3),
+         f"<= {t['peak_mem_ratio_vs_full']}", _f(m.get("peak_mem_ratio_vs_full"))],
+        ["tiled_vae.time_ratio_vs_core_tiled (core VAEEncodeTiled 512/64)", _f(tv.get("time_ratio_vs_core_tiled"), 3),
+         f"<= {t['time_ratio_vs_core_tiled']}", _f(m.get("time_ratio_vs_core_tiled"))],
+    ]
+
+
+def tiled_vae_table(tv: dict | None) -> list[str]:
+    if not tv:
+        return ["(not run)"]
+    rows = [[k, _f(r.get("wall_s"), 1), _f(r.get("cpu_s"), 1), _f(r.get("peak_mb"), 0), _f(r.get("psnr_vs_full_db"), 2)]
+            for k, r in tv["runs"].items()]
+    out = _table(["method", "wall s", "cpu s", "peak MB (above idle)", "PSNR vs full dB"], rows)
+    abl = (tv.get("ablation") or {}).get("steps") or []
+    if abl:
+        out += ["", "Ablation (what each step of exact tiling buys, PSNR vs the full encode):", ""]
+        out += _table(["step", "PSNR dB", "gain dB"], [[a["step"], _f(a["psnr_db"], 2), _f(a.get("gain_db"), 2)]
+                                                     for a in abl])
+    return out
 
 
 def speed_table(results: dict) -> list[str]:
@@ -103,6 +132,10 @@ def markdown(results: dict) -> str:
               "Model inference = detect + embed + landmarks + swap model calls (+ QA's detect/embed); "
               "the classical swapper has no model, so its swap time counts as outside inference.", ""]
     lines += stage_table(results) + [""]
+    lines += ["## Tiled VAE encode (bench/tiled_vae.py)", "",
+              "SD1.5-architecture VAE with random weights, CPU float32, one frame; each method in a fresh "
+              "child process; peak = the process high-water mark during the call.", ""]
+    lines += tiled_vae_table(results.get("tiled_vae")) + [""]
     if results["errors"]:
         lines += ["## Errors", ""]
         for k, e in results["errors"].items():
@@ -118,6 +151,11 @@ def summary(results: dict) -> str:
              f"peak_rss_ratio_long_vs_short={_f(v['peak_rss_ratio_long_vs_short'], 3)} "
              f"(MB {v['peak_rss_mb']})",
              f"met={results['met']}"]
+    tv = results.get("tiled_vae")
+    if tv:
+        parts.insert(3, f"tiled_vae: psnr_vs_full_db={_f(tv.get('psnr_vs_full_db'), 1)} "
+                        f"peak_mem_ratio_vs_full={_f(tv.get('peak_mem_ratio_vs_full'), 3)} "
+                        f"time_ratio_vs_core_tiled={_f(tv.get('time_ratio_vs_core_tiled'), 3)}")
     if results["errors"]:
         parts.append(f"errors in: {', '.join(results['errors'])}")
     return "[bench] " + "\n[bench] ".join(parts)

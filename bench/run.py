@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bench.run [--quick] [--skip-rss] [--skip-speed]``.
+"""Entry point: ``python -m bench.run [--quick] [--skip-rss] [--skip-speed] [--skip-tiled-vae]``.
 
 Writes out/bench/results.json and out/bench/results.md (see bench/README.md). Results are
 rewritten after every step, so an interrupted run keeps what it measured (marked incomplete).
@@ -19,6 +19,7 @@ from .paths import OUT, REPO, SAMPLE_CLIP, WORK
 TARGETS = {"speedup_vs_naive": 3, "peak_rss_ratio_long_vs_short": 1.5}
 HEADLINE = "builtin/gen300"          # speedup_vs_naive and non_inference_share come from here
 SHORT_FRAMES, LONG_FRAMES = 300, 3000
+TILED_VAE_SIZE, TILED_VAE_ABLATION = (1920, 1080), (1280, 720)
 ENCODE = {"crf": 18, "preset": "medium"}   # the shipped workflows' Save Video settings
 
 _T0 = time.perf_counter()
@@ -33,6 +34,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help=f"skip the {LONG_FRAMES}-frame server run (smoke check)")
     ap.add_argument("--skip-rss", action="store_true", help="skip the ComfyUI server peak-RSS runs")
     ap.add_argument("--skip-speed", action="store_true", help="skip the naive-vs-ours speed comparison")
+    ap.add_argument("--skip-tiled-vae", action="store_true",
+                    help="skip the 1920x1080 tiled VAE encode comparison (ours vs core VAEEncode / VAEEncodeTiled)")
     return ap.parse_args(argv)
 
 
@@ -40,6 +43,7 @@ def new_results(args) -> dict:
     return {
         "machine": machine_info(),
         "settings": {"quick": args.quick, "skip_rss": args.skip_rss, "skip_speed": args.skip_speed,
+                     "skip_tiled_vae": args.skip_tiled_vae,
                      "encode": ENCODE, "detect_every": 8, "chunk": 16,
                      "clips": {"sample48": str(SAMPLE_CLIP.relative_to(REPO)),
                                "gen300": f"{SHORT_FRAMES} frames 1280x720 generated from the sample",
@@ -49,8 +53,9 @@ def new_results(args) -> dict:
                   "peak_rss_mb": {"short": None, "long": None}, "stages": {}, "fps": {},
                   "non_inference_share": None, "non_inference_share_by_run": {},
                   "speed_runs": {}, "server_runs": {}},
+        "tiled_vae": None,
         "targets": dict(TARGETS),
-        "met": {"speedup_vs_naive": None, "peak_rss_ratio_long_vs_short": None},
+        "met": {"speedup_vs_naive": None, "peak_rss_ratio_long_vs_short": None, "tiled_vae": None},
         "errors": {},
         "complete": False,
     }
@@ -123,6 +128,22 @@ def run_rss(results: dict, clips: dict, save) -> None:
             video["peak_rss_ratio_long_vs_short"] <= TARGETS["peak_rss_ratio_long_vs_short"])
 
 
+def run_tiled_vae(results: dict, save) -> None:
+    """Each method in its own child process (bench/tiled_vae.py): exact peak memory per method."""
+    from . import tiled_vae
+
+    try:
+        res = tiled_vae.run(TILED_VAE_SIZE, ablation_size=TILED_VAE_ABLATION, log=log)
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["tiled_vae"] = _error(exc)
+        return
+    results["tiled_vae"] = res
+    results["met"]["tiled_vae"] = res.get("met")
+    for method, err in res["errors"].items():
+        results["errors"][f"tiled_vae {method}"] = err
+    save()
+
+
 def _error(exc: BaseException) -> str:
     log(f"ERROR: {type(exc).__name__}: {exc}")
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-4000:] + \
@@ -150,6 +171,8 @@ def main(argv=None) -> int:
         if not args.quick:
             clips["long"] = media.generated_clip(LONG_FRAMES, log=log)
         run_rss(results, clips, save)
+    if not args.skip_tiled_vae:
+        run_tiled_vae(results, save)
     results["complete"] = True
     save()
     shutil.rmtree(WORK, ignore_errors=True)
