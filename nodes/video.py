@@ -279,16 +279,22 @@ class ImageToFrames(io.ComfyNode):
             display_name="IMAGE to Frames (Swapline)",
             category=f"{CATEGORY}/video",
             description="Turns an IMAGE batch from core or third-party nodes (e.g. a VHS loader) into a "
-                        "SWAPLINE_FRAMES sequence, stored once as lossless PNGs in the Swapline cache.",
+                        "SWAPLINE_FRAMES sequence, stored once as lossless PNGs in the Swapline cache. With "
+                        "'reference' connected (the frames the images were made from), the result is that "
+                        "sequence plus a layer of the changed pixels: frame rate, audio and provenance are kept.",
             inputs=[io.Image.Input("images", tooltip="The frames, in order."),
                     io.Float.Input("fps", default=24.0, min=0.01, max=1000.0, step=0.01,
-                                   tooltip="Frame rate of the sequence (an IMAGE batch carries none)."),
-                    io.Int.Input("chunk", default=16, min=1, max=256, tooltip="Frames processed together by later stages.")],
+                                   tooltip="Frame rate of the sequence (an IMAGE batch carries none). Ignored when "
+                                           "'reference' is connected."),
+                    io.Int.Input("chunk", default=16, min=1, max=256, tooltip="Frames processed together by later stages."),
+                    Frames.Input("reference", optional=True,
+                                 tooltip="The sequence these images were edited from (same frame count and size): "
+                                         "keeps its frame rate, audio and source, storing only changed pixels.")],
             outputs=[Frames.Output(display_name="frames")],
         )
 
     @classmethod
-    def execute(cls, images, fps, chunk) -> io.NodeOutput:
+    def execute(cls, images, fps, chunk, reference=None) -> io.NodeOutput:
         from dataclasses import replace
 
         from ..swapline_core.chunk_store import stage_key
@@ -296,6 +302,13 @@ class ImageToFrames(io.ComfyNode):
         from .convert import to_arrays
 
         arrays = to_arrays(images)
+        if reference is not None:
+            try:
+                out = pipeline.overlay_images(reference, arrays, model_paths.swapline_cache_dir(),
+                                              _hooks(reference.count))
+            except ValueError as exc:
+                raise SwaplineError(str(exc)) from exc
+            return io.NodeOutput(out)
         key = stage_key("image-frames", [hashlib.sha256(a.tobytes()).hexdigest() for a in arrays])
         folder = os.path.join(model_paths.swapline_cache_dir(), "image-frames", key)
         if not os.path.isfile(os.path.join(folder, "done")):

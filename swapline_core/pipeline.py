@@ -6,9 +6,11 @@ the ComfyUI layer plug in its progress bar and interrupt check without the core 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -219,3 +221,27 @@ def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: 
             store.save(c, encode_diff_chunk(before, after))
         hooks.progress(len(before))
     return seq.with_layer(Layer("revert", str(store.dir.parent), key))
+
+
+def overlay_images(seq: FrameSequence, images: Sequence[np.ndarray], store_root: str, hooks: Hooks) -> FrameSequence:
+    """``seq`` with its pixels replaced by ``images`` (edited elsewhere, e.g. by diffusion nodes).
+
+    Stored as one more layer holding only the changed pixels, so the source clip's frame rate,
+    audio, provenance chain and unchanged pixels are kept exactly.
+    """
+    if len(images) != seq.count:
+        raise ValueError(f"{len(images)} images for a sequence of {seq.count} frames: the images must be "
+                         "the whole sequence, in order (e.g. from Frames to IMAGE of the same frames)")
+    bad = next((i for i, a in enumerate(images) if a.shape[:2] != (seq.height, seq.width)), None)
+    if bad is not None:
+        raise ValueError(f"image {bad} is {images[bad].shape[1]}x{images[bad].shape[0]} but the sequence is "
+                         f"{seq.width}x{seq.height}: resize the images back before this node")
+    digest = [hashlib.sha256(a.tobytes()).hexdigest() for a in images]
+    key = stage_key("images", seq.key, digest)
+    store = ChunkStore(store_root, key, {"stage": "images"})
+    for c, before in seq.iter_chunks():
+        hooks.check_interrupt()
+        if not store.has(c):
+            store.save(c, encode_diff_chunk(before, [images[i] for i in seq.chunk_range(c)]))
+        hooks.progress(len(before))
+    return seq.with_layer(Layer("images", str(store.dir.parent), key))

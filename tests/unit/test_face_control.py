@@ -161,3 +161,24 @@ def test_masks_follow_the_sampler_batch_layout():
     assert r.shape == (1, 1, 4, 4) and r[0, 0, :, :2].eq(1).all() and r[0, 0, :, 2:].eq(0).all()
     up = resize_mask(soft, (32, 32))
     assert up.shape == (1, 1, 32, 32) and 0 < up[0, 0, 0, 15] < 1
+
+
+def test_overlay_images_keeps_timing_audio_and_untouched_pixels(tmp_path):
+    from swapline_core import pipeline
+    from swapline_core.frames import FrameSequence
+
+    clip = SAMPLE.parent / "kling_avatar_clip.mp4"
+    seq = FrameSequence.open(str(clip), start=3, count=10, chunk=4)
+    frames = [f for _, chunk in seq.iter_chunks() for f in chunk]
+    edited = [f.copy() for f in frames]
+    edited[5][100:140, 120:180] = (10, 200, 30)
+    out = pipeline.overlay_images(seq, edited, str(tmp_path), pipeline.Hooks())
+    assert (out.fps, out.has_audio, out.start, out.count, out.path) == (seq.fps, seq.has_audio, 3, 10, seq.path)
+    back = [f for _, chunk in out.iter_chunks() for f in chunk]
+    assert all(np.array_equal(a, b) for a, b in zip(back, edited))
+    again = pipeline.overlay_images(seq, edited, str(tmp_path), pipeline.Hooks())
+    assert again.key == out.key and again.key != seq.key        # same edit, same stored layer
+    with pytest.raises(ValueError, match="9 images for a sequence of 10 frames"):
+        pipeline.overlay_images(seq, edited[:9], str(tmp_path), pipeline.Hooks())
+    with pytest.raises(ValueError, match="resize the images back"):
+        pipeline.overlay_images(seq, [f[:-2] for f in edited], str(tmp_path), pipeline.Hooks())
