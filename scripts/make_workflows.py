@@ -77,6 +77,76 @@ def image_swap(pack: str, swapper: str, threshold: float) -> dict:
     }
 
 
+# The real SD1.5 files the face refine workflow names (what ComfyUI's templates use); the editor's
+# missing-models dialog shows each one with its folder. Tests place small stand-ins under these names.
+REFINE_MODELS = {
+    "checkpoint": {"name": "v1-5-pruned-emaonly-fp16.safetensors", "directory": "checkpoints",
+                   "url": "https://huggingface.co/Comfy-Org/stable-diffusion-v1-5-archive/resolve/main/"
+                          "v1-5-pruned-emaonly-fp16.safetensors"},
+    "vae": {"name": "vae-ft-mse-840000-ema-pruned.safetensors", "directory": "vae",
+            "url": "https://huggingface.co/stabilityai/sd-vae-ft-mse-original/resolve/main/"
+                   "vae-ft-mse-840000-ema-pruned.safetensors"},
+    "controlnet": {"name": "control_v11p_sd15_openpose_fp16.safetensors", "directory": "controlnet",
+                   "url": "https://huggingface.co/comfyanonymous/ControlNet-v1-1_fp16_safetensors/resolve/main/"
+                          "control_v11p_sd15_openpose_fp16.safetensors"},
+}
+
+
+def face_refine() -> dict:
+    """Aligned face crops -> exact tiled VAE encode -> low-denoise KSampler with the face ControlNet
+    (per-block schedule, face mask) -> decode -> paste back -> a layer on the source clip."""
+    m = REFINE_MODELS
+    return {
+        "1": {"class_type": "SwaplineLoadVideo", "_meta": {"title": "Clip to refine (e.g. a swapped video)"},
+              "inputs": {"video": CLIP, "start": 0, "count": 0, "stride": 1, "chunk": 16}},
+        "2": {"class_type": "SwaplineFramesToImage", "inputs": {"frames": ["1", 0], "max_frames": 512}},
+        "3": {"class_type": "SwaplineAnalyzerLoader",
+              "inputs": {"pack": BUILTIN, "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
+        "4": {"class_type": "SwaplineDetectFaces",
+              "inputs": {"images": ["2", 0], "analyzer": ["3", 0], "embeddings": False, "landmarks": True,
+                         "no_face": "pass through"}},
+        "5": {"class_type": "SwaplineSelectFaces",
+              "inputs": {"faces": ["4", 0], "mode": "largest", "threshold": 0.35, "indices": "0", "max_faces": 1}},
+        "6": {"class_type": "SwaplineAlignFaces",
+              "inputs": {"images": ["2", 0], "faces": ["5", 0], "size": "512", "template": "ffhq"}},
+        "7": {"class_type": "SwaplineFaceHint",
+              "inputs": {"faces": ["5", 0], "format": "openpose_face", "transforms": ["6", 1], "mask_grow": 0.25}},
+        "8": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": m["checkpoint"]["name"]}},
+        "9": {"class_type": "VAELoader", "inputs": {"vae_name": m["vae"]["name"]}},
+        "10": {"class_type": "ControlNetLoader", "inputs": {"control_net_name": m["controlnet"]["name"]}},
+        "11": {"class_type": "CLIPTextEncode", "_meta": {"title": "Positive prompt"},
+               "inputs": {"clip": ["8", 1], "text": "close-up photo of a face, natural skin texture, detailed eyes"}},
+        "12": {"class_type": "CLIPTextEncode", "_meta": {"title": "Negative prompt"},
+               "inputs": {"clip": ["8", 1], "text": "blurry, deformed, plastic skin, lowres, cartoon"}},
+        "13": {"class_type": "SwaplineApplyFaceControlNet",
+               "inputs": {"positive": ["11", 0], "negative": ["12", 0], "control_net": ["10", 0], "hint": ["7", 0],
+                          "strength": 0.8, "start_percent": 0.0, "end_percent": 1.0, "middle": 1.0,
+                          "output_1": 0.7, "output_2": 0.5, "rest": 1.0, "mask": ["7", 1]}},
+        "14": {"class_type": "SwaplineTiledVAEEncode",
+               "inputs": {"vae": ["9", 0], "images": ["6", 0], "mode": "auto", "tile_size": 256, "overlap": 64,
+                          "frames_per_chunk": 8}},
+        "15": {"class_type": "KSampler",
+               "inputs": {"model": ["8", 0], "seed": 0, "steps": 20, "cfg": 5.0, "sampler_name": "dpmpp_2m",
+                          "scheduler": "karras", "positive": ["13", 0], "negative": ["13", 1],
+                          "latent_image": ["14", 0], "denoise": 0.3}},
+        "16": {"class_type": "VAEDecode", "inputs": {"samples": ["15", 0], "vae": ["9", 0]}},
+        "17": {"class_type": "SwaplinePasteFaces",
+               "inputs": {"images": ["2", 0], "crops": ["16", 0], "transforms": ["6", 1], "mask_erode": 0.02,
+                          "mask_blur": 0.08}},
+        "18": {"class_type": "SwaplineImageToFrames",
+               "inputs": {"images": ["17", 0], "fps": 24.0, "chunk": 16, "reference": ["1", 0]}},
+        "19": {"class_type": "SwaplineSaveVideo",
+               "inputs": {"frames": ["18", 0], "filename_prefix": "swapline/face_refine", "crf": 18,
+                          "preset": "medium", "audio": True}},
+        "20": {"class_type": "PreviewImage", "_meta": {"title": "Refined face crops"}, "inputs": {"images": ["16", 0]}},
+        "21": {"class_type": "PreviewImage", "_meta": {"title": "Face hints"}, "inputs": {"images": ["7", 0]}},
+    }
+
+
+# node id -> models the editor should find in ComfyUI's folders (UI format `properties.models`)
+UI_MODELS = {"face_refine": {"8": [REFINE_MODELS["checkpoint"]], "9": [REFINE_MODELS["vae"]],
+                             "10": [REFINE_MODELS["controlnet"]]}}
+
 WORKFLOWS = {
     "video_swap_builtin": ("Batch video face swap (built-in models, no download)",
                            video_swap(BUILTIN, CLASSICAL, 0.9, "swapline/video_swap_builtin")),
@@ -84,16 +154,19 @@ WORKFLOWS = {
                    video_swap("buffalo_l", "inswapper_128.onnx", 0.35, "swapline/video_swap")),
     "image_swap_builtin": ("Image face swap (built-in models, no download)", image_swap(BUILTIN, CLASSICAL, 0.9)),
     "image_swap": ("Image face swap (InsightFace buffalo_l + inswapper_128)", image_swap("buffalo_l", "inswapper_128.onnx", 0.35)),
+    "face_refine": ("Face refine: SD1.5 + face ControlNet at low denoise on aligned crops, pasted back", face_refine()),
 }
 
 
 def main() -> int:
     from comfy_harness import ComfyServer
     from synthetic_models import build_models
+    from synthetic_sd import build_sd_models
 
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models"
         build_models(models)  # so buffalo_l/inswapper appear in the combos the editor validates against
+        build_sd_models(models)
         server = ComfyServer(Path(tmp) / "base", models).start()
         try:
             info = server.object_info()
@@ -102,7 +175,7 @@ def main() -> int:
     (REPO / "workflows" / "api").mkdir(parents=True, exist_ok=True)
     for name, (title, prompt) in WORKFLOWS.items():
         (REPO / "workflows" / "api" / f"{name}.json").write_text(json.dumps(prompt, indent=1) + "\n")
-        (REPO / "workflows" / f"{name}.json").write_text(json.dumps(api_to_ui(prompt, info, title), indent=1) + "\n")
+        (REPO / "workflows" / f"{name}.json").write_text(json.dumps(api_to_ui(prompt, info, title, UI_MODELS.get(name)), indent=1) + "\n")
         print("wrote", name)
     return 0
 

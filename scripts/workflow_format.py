@@ -34,7 +34,9 @@ def _extra_widget_values(spec) -> int:
     return 1 if opts.get("control_after_generate") else 0
 
 
-def api_to_ui(prompt: dict, object_info: dict, title: str = "") -> dict:
+def api_to_ui(prompt: dict, object_info: dict, title: str = "", models: dict | None = None) -> dict:
+    """UI-format workflow for ``prompt``; ``models`` (node id -> [{name, url, directory}]) becomes the
+    nodes' ``properties.models``, which the editor checks against ComfyUI's model folders on load."""
     ids = {nid: i + 1 for i, nid in enumerate(prompt)}
     depth: dict[str, int] = {}
 
@@ -79,7 +81,9 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "") -> dict:
         nodes.append({"id": ids[nid], "type": node["class_type"], "pos": [40 + col * 380, y],
                       "size": [340, height], "flags": {}, "order": order,
                       "mode": 0, "inputs": inputs, "outputs": outputs,
-                      "properties": {"Node name for S&R": node["class_type"]}, "widgets_values": widgets,
+                      "properties": {"Node name for S&R": node["class_type"],
+                                     **({"models": models[nid]} if models and nid in models else {})},
+                      "widgets_values": widgets,
                       **({"title": node["_meta"]["title"]} if node.get("_meta", {}).get("title") else {})})
     # links carry slot indices in the UI format
     for link in links:

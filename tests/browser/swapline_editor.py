@@ -310,9 +310,13 @@ class Editor:
         self.page.wait_for_timeout(200)
 
 
-def run_in_editor(editor: Editor, name: str, *, queue: bool = True, timeout: float = 600.0) -> dict:
+def run_in_editor(editor: Editor, name: str, *, queue: bool = True, timeout: float = 600.0,
+                  widgets: dict | None = None) -> dict:
     """Load workflows/<name>.json in the editor, check it loaded cleanly, queue it from the UI and
-    wait for the outputs to reach the editor. Returns what was seen (raises on any problem)."""
+    wait for the outputs to reach the editor. Returns what was seen (raises on any problem).
+
+    ``widgets`` ({node type: {widget: value}}) is set in the editor before queueing, as a user
+    would (used to cut a workflow to CI size)."""
     workflow = json.loads((WORKFLOWS / f"{name}.json").read_text())
     t0 = time.time()
     loaded = editor.load_workflow(workflow, name)
@@ -324,6 +328,17 @@ def run_in_editor(editor: Editor, name: str, *, queue: bool = True, timeout: flo
     if problems:
         raise AssertionError(f"{name}: " + "; ".join(problems))
     result = {"name": name, "loaded": loaded, "load_s": round(time.time() - t0, 2)}
+    if widgets:
+        editor.page.evaluate("""(edits) => {
+            for (const n of app.graph.nodes) {
+                for (const [name, value] of Object.entries(edits[n.type] || {})) {
+                    const w = n.widgets.find((x) => x.name === name);
+                    w.value = value;
+                    w.callback?.(value);
+                }
+            }
+            app.graph.setDirtyCanvas(true, true);
+        }""", widgets)
     if not queue:
         return result
     t1 = time.time()

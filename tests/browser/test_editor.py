@@ -19,6 +19,9 @@ from swapline_editor import WORKFLOWS, node_id_of, run_in_editor, save_image, ui
 
 NAMES = ui_workflows()
 VIDEO = {"video_swap", "video_swap_builtin"}  # ~45-50 s each on 2 CPU cores
+# face_refine at CI size (3 frames, 256 px crops, 2 steps) on the SD1.5 stand-ins, set in the editor
+SMALL = {"face_refine": {"SwaplineLoadVideo": {"count": 3}, "SwaplineAlignFaces": {"size": "256"},
+                         "KSampler": {"steps": 2}}}
 PACK = "swapline"  # the folder name under custom_nodes (the harness links the repo under it)
 
 
@@ -34,16 +37,21 @@ def _diff(a: dict, b: dict) -> dict:
 
 
 def test_shipped_ui_workflows_found():
-    assert NAMES == ["image_swap", "image_swap_builtin", "video_swap", "video_swap_builtin"]
+    assert NAMES == ["face_refine", "image_swap", "image_swap_builtin", "video_swap", "video_swap_builtin"]
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in VIDEO else n for n in NAMES])
 def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
-    res = run_in_editor(editor, name)
+    res = run_in_editor(editor, name, widgets=SMALL.get(name))
     ui = {int(k): v for k, v in res["ui"].items()}
     outputs = res["outputs"]
 
-    if name in VIDEO:
+    if name == "face_refine":
+        video = outputs[str(node_id_of(res, "SwaplineSaveVideo"))]["images"][0]
+        assert editor.server.output_path(video).stat().st_size > 1_000
+        for node_type in ("SwaplineFaceHint", "PreviewImage"):   # hints and refined crops shown in the editor
+            editor.wait_for("(id) => (app.graph.getNodeById(id).imgs || []).length === 3", node_id_of(res, node_type))
+    elif name in VIDEO:
         qa_id = node_id_of(res, "SwaplineQAGate")
         sink_id = node_id_of(res, "SwaplineC2PASink")
         sent = outputs[str(qa_id)]["swapline_qa"][0]
@@ -72,6 +80,8 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
             assert saved == shipped[nid]["widgets_values"], (state["type"], saved)
     prompt = editor.page.evaluate("async () => (await app.graphToPrompt()).output")
     twin = json.loads((WORKFLOWS / "api" / f"{name}.json").read_text())
+    for node in twin.values():
+        node["inputs"].update(SMALL.get(name, {}).get(node["class_type"], {}))
     # "video-preview" is the frontend's own preview widget of a video upload input (sent as "", ignored
     # by the server); everything else must match
     strip = lambda p: {k: {"class_type": v["class_type"],  # noqa: E731
@@ -109,6 +119,24 @@ def test_nodes_do_not_overlap_once_previews_show(editor):
         if editor.overlapping_nodes():
             overlaps[name] = editor.overlapping_nodes()
     assert not overlaps, overlaps
+
+
+def test_missing_models_dialog_names_file_and_folder(editor):
+    """A face_refine whose checkpoint is not in models/checkpoints: the editor says which file and
+    which folder (from the workflow's properties.models) before anything is queued."""
+    wf = copy.deepcopy(json.loads((WORKFLOWS / "face_refine.json").read_text()))
+    ckpt = next(n for n in wf["nodes"] if n["type"] == "CheckpointLoaderSimple")
+    missing = "swapline_not_downloaded_sd15.safetensors"
+    ckpt["widgets_values"][0] = missing
+    ckpt["properties"]["models"][0]["name"] = missing
+    ckpt["properties"]["models"][0]["url"] = ckpt["properties"]["models"][0]["url"].rsplit("/", 1)[0] + "/" + missing
+    try:
+        loaded = editor.load_workflow(wf, "face_refine_missing")
+        text = "\n".join(loaded["dialogs"])
+        assert missing in text and "checkpoints" in text, loaded["dialogs"]
+        assert "vae-ft-mse" not in text and "control_v11p" not in text       # the present ones are not listed
+    finally:
+        editor.close_dialogs()
 
 
 def test_missing_node_types_are_reported(editor):

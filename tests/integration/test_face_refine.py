@@ -1,0 +1,121 @@
+"""workflows/face_refine through a real ComfyUI: core checkpoint/VAE/ControlNet loaders on the
+small SD1.5 stand-ins of tests/synthetic_sd.py (placed under the real files' names), our hint,
+face ControlNet, exact tiled encode and paste-back, a layer on the source clip."""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from comfy_harness import ComfyExecutionError, PromptRejected
+from media import SAMPLES, rgb
+
+REPO = Path(__file__).resolve().parents[2]
+API = json.loads((REPO / "workflows" / "api" / "face_refine.json").read_text())
+UI = json.loads((REPO / "workflows" / "face_refine.json").read_text())
+FRAMES = 3
+
+
+@pytest.fixture(scope="module")
+def staged(comfy):
+    shutil.copy(SAMPLES / "kling_avatar_clip.mp4", comfy.base_dir / "input" / "swapline_sample_clip.mp4")
+    return comfy
+
+
+def node_of(prompt: dict, class_type: str) -> str:
+    return next(k for k, v in prompt.items() if v["class_type"] == class_type)
+
+
+def small(prompt: dict = API) -> dict:
+    """The shipped workflow, cut to CI size: 3 frames, 256 px crops (32x32 latents), 2 steps."""
+    p = copy.deepcopy(prompt)
+    p[node_of(p, "SwaplineLoadVideo")]["inputs"]["count"] = FRAMES
+    p[node_of(p, "SwaplineAlignFaces")]["inputs"]["size"] = "256"
+    p[node_of(p, "KSampler")]["inputs"]["steps"] = 2
+    return p
+
+
+def test_face_refine_runs_and_changes_only_the_faces(staged):
+    from swapline_core.video_read import probe
+
+    p = small()
+    paste, frames = node_of(p, "SwaplinePasteFaces"), node_of(p, "SwaplineFramesToImage")
+    # lossless views of the frames before and after, and of the paste mask, next to the shipped outputs
+    p["90"] = {"class_type": "SaveImage", "inputs": {"images": [frames, 0], "filename_prefix": "refine_test/before"}}
+    p["91"] = {"class_type": "SaveImage", "inputs": {"images": [paste, 0], "filename_prefix": "refine_test/after"}}
+    p["92"] = {"class_type": "MaskToImage", "inputs": {"mask": [paste, 1]}}
+    p["93"] = {"class_type": "SaveImage", "inputs": {"images": ["92", 0], "filename_prefix": "refine_test/mask"}}
+    hist = staged.run(p)
+    out = hist["outputs"]
+
+    before = [rgb(staged.output_path(i)) for i in out["90"]["images"]]
+    after = [rgb(staged.output_path(i)) for i in out["91"]["images"]]
+    masks = [rgb(staged.output_path(i))[..., 0] for i in out["93"]["images"]]
+    assert len(before) == len(after) == len(masks) == FRAMES
+    for b, a, m in zip(before, after, masks):
+        assert (m > 0).mean() > 0.02                                    # a face region was pasted
+        assert np.array_equal(a[m == 0], b[m == 0])                     # outside it: bit-identical
+        inside = m > 200
+        assert np.abs(a[inside].astype(int) - b[inside]).mean() > 1.0   # inside: refined
+
+    hints = out[node_of(p, "SwaplineFaceHint")]["images"]
+    assert len(hints) == FRAMES
+    hint = rgb(staged.output_path(hints[0]))
+    assert hint.shape[:2] == (256, 256) and 0.002 < (hint.max(-1) > 0).mean() < 0.2   # dots on black
+    crops = out[node_of(p, "PreviewImage")]["images"]
+    assert len(crops) == FRAMES
+
+    video = out[node_of(p, "SwaplineSaveVideo")]["images"][0]
+    info = probe(str(staged.output_path(video)))
+    source = probe(str(SAMPLES / "kling_avatar_clip.mp4"))
+    assert info.frame_count == FRAMES
+    assert abs(info.fps - source.fps) < 1e-3 and info.has_audio       # the source clip's timing and audio
+
+
+def test_face_refine_ui_workflow_matches_and_declares_its_models(staged):
+    """The editor's missing-models check reads properties.models: every core loader declares
+    the file it names and the folder it must be in."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from workflow_format import ui_to_api
+
+    assert ui_to_api(UI, staged.object_info()) == {k: {"class_type": v["class_type"], "inputs": v["inputs"]}
+                                                   for k, v in API.items()}
+    folders = {"CheckpointLoaderSimple": ("ckpt_name", "checkpoints"), "VAELoader": ("vae_name", "vae"),
+               "ControlNetLoader": ("control_net_name", "controlnet")}
+    seen = set()
+    for node in UI["nodes"]:
+        if node["type"] in folders:
+            field, folder = folders[node["type"]]
+            models = node["properties"]["models"]
+            assert [m["directory"] for m in models] == [folder]
+            assert models[0]["name"] == API[str(node["id"])]["inputs"][field] == node["widgets_values"][0]
+            assert models[0]["url"].startswith("https://huggingface.co/") and models[0]["url"].endswith(models[0]["name"])
+            seen.add(node["type"])
+    assert seen == set(folders)
+
+
+@pytest.mark.parametrize("class_type,field", [("CheckpointLoaderSimple", "ckpt_name"), ("VAELoader", "vae_name"),
+                                              ("ControlNetLoader", "control_net_name")])
+def test_missing_model_files_are_named_before_anything_runs(staged, class_type, field):
+    p = small()
+    p[node_of(p, class_type)]["inputs"][field] = "not_downloaded_yet.safetensors"
+    with pytest.raises(PromptRejected) as err:
+        staged.queue(p)
+    errors = err.value.body["node_errors"][node_of(p, class_type)]["errors"]
+    assert any("not_downloaded_yet.safetensors" in e["details"] and field in e["details"] for e in errors), errors
+
+
+def test_hint_needing_landmarks_explains_what_to_do(staged):
+    p = small()
+    p[node_of(p, "SwaplineDetectFaces")]["inputs"]["landmarks"] = False
+    p[node_of(p, "SwaplineAnalyzerLoader")]["inputs"]["pack"] = "buffalo_l"    # 5 keypoints only
+    with pytest.raises(ComfyExecutionError) as err:
+        staged.run(p)
+    assert err.value.node_type == "SwaplineFaceHint"
+    assert "68-point landmarks" in err.value.exception_message and "5_point" in err.value.exception_message
