@@ -138,8 +138,10 @@ def face_refine() -> dict:
         "19": {"class_type": "SwaplineSaveVideo",
                "inputs": {"frames": ["18", 0], "filename_prefix": "swapline/face_refine", "crf": 18,
                           "preset": "medium", "audio": True}},
+        # every output depends on all three loaders: ComfyUI runs a prompt whose other outputs are
+        # valid and drops the rest, so an output that did not need them (e.g. a hint preview) would
+        # turn a missing checkpoint into a silent partial run instead of a rejected prompt
         "20": {"class_type": "PreviewImage", "_meta": {"title": "Refined face crops"}, "inputs": {"images": ["16", 0]}},
-        "21": {"class_type": "PreviewImage", "_meta": {"title": "Face hints"}, "inputs": {"images": ["7", 0]}},
     }
 
 
