@@ -9,9 +9,8 @@ import folder_paths
 from comfy_api.latest import io, ui
 
 from ..swapline_core import pipeline, video_read
-from ..swapline_core.frames import FrameSequence
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.select import MODES
+from ..swapline_core.frames import FrameSequence
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
 from .swap import prepare_landmarks

@@ -7,8 +7,9 @@ Writes
                                      frontend requests /api/workflow_templates/<pack>/<name>.jpg)
 
 The built-in workflows are queued from the editor and shown with their results. The neural ones
-(buffalo_l + inswapper_128, which users supply) are only loaded, over synthetic stand-ins so their
-model choices resolve; their results would be those of random weights. Uses the same driver as
+(buffalo_l + inswapper_128, SD1.5 + ControlNet for face_refine, which users supply) are only
+loaded, over synthetic stand-ins so their model choices resolve; their results would be those of
+random weights. Uses the same driver as
 tests/browser (swapline_editor.py). Needs Debian's chromium (scripts/setup.sh installs it).
 
     .venv/bin/python scripts/make_screenshots.py
@@ -39,11 +40,13 @@ def main() -> int:
         print(f"[screenshots] cannot run: {reason}", file=sys.stderr)
         return 2
     from synthetic_models import build_models
+    from synthetic_sd import build_sd_models
 
     work = REPO / "out" / "screenshots"
     shutil.rmtree(work, ignore_errors=True)  # a fresh server: nothing cached, every node executes
     (work / "models").mkdir(parents=True)
     build_models(work / "models")
+    build_sd_models(work / "models")
     server = ComfyServer(work / "base", work / "models")
     write_editor_settings(server)
     server.prepare_dirs()

@@ -295,36 +295,36 @@ _BUILDERS = {"detector": _build_detector, "recognizer": _build_recognizer,
 
 # --------------------------------------------------------------------------- cache and linking
 
-def _manifest_ok(cache: Path) -> bool:
+def _manifest_ok(cache: Path, files: dict[str, str] | None = None) -> bool:
     try:
         manifest = json.loads((cache / "manifest.json").read_text())
     except (OSError, ValueError):
         return False
-    for rel in MODEL_FILES.values():
+    for rel in (files or MODEL_FILES).values():
         st = (cache / rel).stat() if (cache / rel).is_file() else None
         if st is None or manifest.get(rel) != [st.st_size, st.st_mtime_ns]:
             return False  # missing, or written through a hard link
     return True
 
 
-def ensure_cache(cache_dir: Path | None = None) -> Path:
-    """Build the four models into the cache unless a complete, unmodified build is there."""
-    cache = Path(cache_dir or os.environ.get("SWAPLINE_SYNTHETIC_CACHE") or DEFAULT_CACHE)
-    if _manifest_ok(cache):
+def build_cached(cache: Path, files: dict[str, str], builders: dict) -> Path:
+    """Build ``files`` (role -> relative path) with ``builders`` (role -> fn(path)) into ``cache``
+    unless a complete, unmodified build is there; return ``cache``."""
+    if _manifest_ok(cache, files):
         return cache
     cache.parent.mkdir(parents=True, exist_ok=True)
     # Parallel test workers share one cache: one builds while the others wait on the lock.
     with open(cache.parent / f".{cache.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _manifest_ok(cache):
+        if _manifest_ok(cache, files):
             return cache
         tmp = Path(tempfile.mkdtemp(prefix=f".{cache.name}-", dir=cache.parent))
         tmp.chmod(0o755)
         try:
-            for role, rel in MODEL_FILES.items():
+            for role, rel in files.items():
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                _BUILDERS[role](tmp / rel)
-            stats = {rel: (tmp / rel).stat() for rel in MODEL_FILES.values()}
+                builders[role](tmp / rel)
+            stats = {rel: (tmp / rel).stat() for rel in files.values()}
             (tmp / "manifest.json").write_text(json.dumps(
                 {rel: [st.st_size, st.st_mtime_ns] for rel, st in stats.items()}, indent=1))
             if cache.exists():
@@ -333,6 +333,20 @@ def ensure_cache(cache_dir: Path | None = None) -> Path:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return cache
+
+
+def ensure_cache(cache_dir: Path | None = None) -> Path:
+    """Build the four models into the cache unless a complete, unmodified build is there."""
+    return build_cached(Path(cache_dir or os.environ.get("SWAPLINE_SYNTHETIC_CACHE") or DEFAULT_CACHE),
+                        MODEL_FILES, _BUILDERS)
+
+
+def link_all(cache: Path, files: dict[str, str], models_dir: Path) -> dict[str, Path]:
+    out = {}
+    for role, rel in files.items():
+        _link(cache / rel, Path(models_dir) / rel)
+        out[role] = Path(models_dir) / rel
+    return out
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -350,12 +364,7 @@ def build_models(models_dir: Path, cache_dir: Path | None = None) -> dict[str, P
 
     Returns {"detector", "recognizer", "swapper", "restorer"} -> path (see MODEL_FILES).
     """
-    cache = ensure_cache(cache_dir)
-    out = {}
-    for role, rel in MODEL_FILES.items():
-        _link(cache / rel, Path(models_dir) / rel)
-        out[role] = Path(models_dir) / rel
-    return out
+    return link_all(ensure_cache(cache_dir), MODEL_FILES, models_dir)
 
 
 def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, Path]:

@@ -57,13 +57,9 @@ pinned torch/safetensors. Building needs torch and safetensors only (no ComfyUI 
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -71,7 +67,7 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
-from synthetic_models import _link
+from synthetic_models import build_cached, link_all
 
 BUILDER_VERSION = 1  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
@@ -403,44 +399,9 @@ _BUILDERS = {"checkpoint": _build_checkpoint, "vae": _build_vae, "controlnet": _
 
 # --------------------------------------------------------------------------- cache and linking
 
-def _manifest_ok(cache: Path) -> bool:
-    try:
-        manifest = json.loads((cache / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    for rel in SD_FILES.values():
-        st = (cache / rel).stat() if (cache / rel).is_file() else None
-        if st is None or manifest.get(rel) != [st.st_size, st.st_mtime_ns]:
-            return False  # missing, or written through a hard link
-    return True
-
-
 def ensure_cache(cache_dir: Path | None = None) -> Path:
     """Build the three files into the cache unless a complete, unmodified build is there."""
-    cache = Path(cache_dir or os.environ.get("SWAPLINE_SD_CACHE") or DEFAULT_CACHE)
-    if _manifest_ok(cache):
-        return cache
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    # Parallel test workers share one cache: one builds while the others wait on the lock.
-    with open(cache.parent / f".{cache.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _manifest_ok(cache):
-            return cache
-        tmp = Path(tempfile.mkdtemp(prefix=f".{cache.name}-", dir=cache.parent))
-        tmp.chmod(0o755)
-        try:
-            for role, rel in SD_FILES.items():
-                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                _BUILDERS[role](tmp / rel)
-            stats = {rel: (tmp / rel).stat() for rel in SD_FILES.values()}
-            (tmp / "manifest.json").write_text(json.dumps(
-                {rel: [st.st_size, st.st_mtime_ns] for rel, st in stats.items()}, indent=1))
-            if cache.exists():
-                shutil.rmtree(cache)
-            tmp.rename(cache)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return cache
+    return build_cached(Path(cache_dir or os.environ.get("SWAPLINE_SD_CACHE") or DEFAULT_CACHE), SD_FILES, _BUILDERS)
 
 
 def build_sd_models(models_dir: Path, cache_dir: Path | None = None) -> dict[str, Path]:
@@ -448,12 +409,7 @@ def build_sd_models(models_dir: Path, cache_dir: Path | None = None) -> dict[str
 
     Returns {"checkpoint", "vae", "controlnet"} -> path (see SD_FILES).
     """
-    cache = ensure_cache(cache_dir)
-    out = {}
-    for role, rel in SD_FILES.items():
-        _link(cache / rel, Path(models_dir) / rel)
-        out[role] = Path(models_dir) / rel
-    return out
+    return link_all(ensure_cache(cache_dir), SD_FILES, models_dir)
 
 
 def main(argv: list[str]) -> int:

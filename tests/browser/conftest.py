@@ -10,8 +10,12 @@ import os
 import shutil
 
 import pytest
-
-from swapline_editor import Browser, stage_inputs, unavailable_reason, write_editor_settings
+from swapline_editor import (
+    Browser,
+    stage_inputs,
+    unavailable_reason,
+    write_editor_settings,
+)
 
 
 def _skip_or_fail(reason: str):

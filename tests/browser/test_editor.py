@@ -14,8 +14,13 @@ import json
 
 import pytest
 import requests
-
-from swapline_editor import WORKFLOWS, node_id_of, run_in_editor, save_image, ui_workflows
+from swapline_editor import (
+    WORKFLOWS,
+    node_id_of,
+    run_in_editor,
+    save_image,
+    ui_workflows,
+)
 
 NAMES = ui_workflows()
 VIDEO = {"video_swap", "video_swap_builtin"}  # ~45-50 s each on 2 CPU cores

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from comfy_harness import ComfyExecutionError, PromptRejected
 from media import SAMPLES, rgb
 

@@ -11,7 +11,12 @@ import torch
 from swapline_core import face_hint
 from swapline_core.align import estimate_norm, template, transform_points
 from swapline_core.builtin_analyzer import BuiltinAnalyzer
-from swapline_core.control_schedule import BlockSchedule, apply_schedule, match_batch, resize_mask
+from swapline_core.control_schedule import (
+    BlockSchedule,
+    apply_schedule,
+    match_batch,
+    resize_mask,
+)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "target_reference.png"
 

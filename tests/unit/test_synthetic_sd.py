@@ -12,20 +12,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-COMFY = ROOT / ".comfy" / "ComfyUI"
-if str(COMFY) not in sys.path:
-    sys.path.append(str(COMFY))     # after the repo: our `nodes` package must win over ComfyUI's nodes.py
 
 import pytest
 import synthetic_sd as sds
 import torch
+from inprocess import setup_comfy
 
-if "comfy.model_management" not in sys.modules:
-    from comfy.cli_args import args as comfy_args
-
-    comfy_args.cpu = True            # no GPU probing in the test process
+setup_comfy()
 
 import comfy.controlnet
 import comfy.ldm.models.autoencoder

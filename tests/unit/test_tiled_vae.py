@@ -4,23 +4,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-COMFY = ROOT / ".comfy" / "ComfyUI"
-if str(COMFY) not in sys.path:
-    sys.path.append(str(COMFY))     # after the repo: our `nodes` package must win over ComfyUI's nodes.py
 
-import importlib.util  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from inprocess import import_pack, setup_comfy  # noqa: E402
 
 from swapline_core import tiled_vae as tv  # noqa: E402
 
-if "comfy.model_management" not in sys.modules:
-    from comfy.cli_args import args as comfy_args
-
-    comfy_args.cpu = True            # no GPU probing in the test process
+setup_comfy()
 
 from comfy.ldm.models.autoencoder import AutoencoderKL  # noqa: E402
 from comfy.ldm.modules.diffusionmodules import model as comfy_model  # noqa: E402
@@ -260,12 +254,7 @@ def test_choose_tile():
 @pytest.fixture(scope="module")
 def swapline():
     """The pack imported as a package (its modules use relative imports), as ComfyUI does."""
-    if "swapline" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("swapline", ROOT / "__init__.py",
-                                                      submodule_search_locations=[str(ROOT)])
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["swapline"] = mod
-        spec.loader.exec_module(mod)
+    import_pack()
     import swapline.nodes.vae as node_mod
 
     return node_mod
