@@ -163,7 +163,7 @@ def main(argv=None) -> int:
         (OUT / "results.md").write_text(report.markdown(results))
 
     log(f"machine: {results['machine']['cpu_count']} CPUs, load {results['machine']['load_average_at_start']}")
-    short = media.generated_clip(SHORT_FRAMES, log=log)
+    short = media.generated_clip(SHORT_FRAMES, log=log) if not (args.skip_speed and args.skip_rss) else None
     if not args.skip_speed:
         run_speed(results, {"sample48": SAMPLE_CLIP, "gen300": short}, save)
     if not args.skip_rss:
