@@ -79,8 +79,8 @@ def insightface_case() -> Case:
                 notes=["the stand-in detector is MTCNN's O-Net as an SCRFD-shaped graph, slower than "
                        "the real SCRFD-10G; the recognizer and swapper are small random convnets, much "
                        "faster than the real w600k_r50 / inswapper_128",
-                       "the stand-in pack has no 68-point landmark model, so 'full analysis' is "
-                       "detect + embed"])
+                       "the stand-in 1k3d68 (68-point landmarks) is a tiny net drawing a mean face, "
+                       "much faster than the real one"])
 
 
 CASES = {"builtin": builtin_case, "insightface_synthetic": insightface_case}

@@ -29,7 +29,7 @@ class FaceHint(io.ComfyNode):
                         "for Apply Face ControlNet.",
             inputs=[
                 Faces.Input("faces", tooltip="Faces from Detect/Select/Track Faces (68-point formats need "
-                                             "landmarks: the built-in analyzer provides them)."),
+                                             "landmarks: the built-in analyzer and packs with 1k3d68.onnx provide them)."),
                 io.Combo.Input("format", options=list(face_hint.FORMATS), default="openpose_face",
                                tooltip="The hint style your ControlNet was trained on."),
                 io.Image.Input("images", optional=True,

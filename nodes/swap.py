@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from comfy_api.latest import io, ui
+from comfy_api.latest import io
 
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces import FaceSet, SourceIdentity
@@ -12,7 +12,7 @@ from ..swapline_core.onnx_sessions import PROVIDER_CHOICES
 from ..swapline_core.paste import MASK_KINDS, apply_patches, union_mask
 from . import model_paths
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
-from .types import CATEGORY, Analyzer, FaceModel, Faces, Swapper
+from .types import CATEGORY, FaceModel, Faces, Swapper
 
 CLASSICAL = "builtin classical (landmark warp, no download)"
 CHUNK = 8
@@ -75,7 +75,8 @@ def prepare_landmarks(swapper, analyzer, frames, faces, source: SourceIdentity) 
     if not swapper.needs_landmarks:
         return
     if analyzer is None or not analyzer.supports_landmarks:
-        raise SwaplineError(f"the {swapper.name} swapper needs 68-point landmarks; use the built-in analyzer")
+        raise SwaplineError(f"the {swapper.name} swapper needs 68-point landmarks; use the built-in analyzer "
+                             "or an InsightFace pack with 1k3d68.onnx")
     missing = [[f for f in fs if f.landmarks is None] for fs in faces]
     if any(missing):
         analyzer.landmarks68(frames, missing)

@@ -9,14 +9,20 @@ spandrel's key-based detector treat them like the real ones and our loading code
   [1,3,?,?]; 9 outputs: scores, box distances, keypoints for strides 8/16/32, 2 anchors);
 - ``insightface/models/buffalo_l/w600k_r50.onnx``: ArcFace signature ([None,3,112,112] ->
   [None,512]); small random convnet;
+- ``insightface/models/buffalo_l/1k3d68.onnx``: the 3-D 68-point landmark signature (``data``
+  [None,3,192,192] raw 0..255 RGB, normalised inside the graph, so insightface's ``Landmark``
+  picks input mean 0 / std 1 as for the real file; one [None,3309] output = 1103 x/y/z points
+  in -1..1 crop units, the last 68 in iBUG order); a fixed mean face plus 0.01 x a tiny random
+  net of the crop (see :data:`LANDMARK_LAYOUT`);
 - ``insightface/inswapper_128.onnx``: INSwapper signature (``target`` [1,3,128,128] RGB/255,
   ``source`` [1,512] -> one [1,3,128,128] output in [0,1]; last initializer ``emap`` 512x512);
   random convnet that tints the target face depending on the source;
 - ``facerestore_models/GFPGANv1.4.pth``: GFPGANv1Clean of the real size (~349 MB), random weights.
 
-Only the detector is not random: random weights would report random boxes, and pipeline tests
-need faces where faces are. It repackages MTCNN's O-Net (trained weights shipped inside the
-``facenet-pytorch`` wheel, MIT) as one fully convolutional SCRFD-shaped graph: O-Net scores
+Only the detector is not random (the landmark model's output is mostly fixed, see below):
+random weights would report random boxes, and pipeline tests need faces where faces are. It
+repackages MTCNN's O-Net (trained weights shipped inside the ``facenet-pytorch`` wheel, MIT)
+as one fully convolutional SCRFD-shaped graph: O-Net scores
 every window of six sizes (48..544 px of the detector input, two per SCRFD stride, windows
 every size/6 px) and each window's face probability, box and five landmarks become SCRFD's
 anchor-relative outputs. At det_size 640 it finds the six faces of insightface's ``t1.jpg``
@@ -24,9 +30,12 @@ anchor-relative outputs. At det_size 640 it finds the six faces of insightface's
 flat or noise images. It is deterministic, but it is not buffalo_l: faces under ~40 px in the
 detector input are missed (at det_size 320 ``t1.jpg`` gives one face), scores are calibrated
 differently, and it is slower (~0.3-0.7 s per 640x640 frame on two busy CPU cores).
+The landmark stand-in always draws one mean face (upright, frontal, symmetric) into the box it
+is given, moved by at most ~1% of the crop by the image: its points land on the eyes, nose and
+mouth of upright frontal faces, roughly, and never follow a turned or tilted head.
 
 Files are built once into a cache (``tests/.cache/synthetic-models/v<BUILDER_VERSION>``, or
-``$SWAPLINE_SYNTHETIC_CACHE``; ~9 s, 339 MB) and hard-linked (copied across file systems) into
+``$SWAPLINE_SYNTHETIC_CACHE``; ~9 s, 340 MB) and hard-linked (copied across file systems) into
 each models folder. Do not write to the linked files in place, that writes through to the
 cache: replace them. A cache whose files changed size or mtime is rebuilt. The builds are
 byte-for-byte reproducible with the pinned torch/onnx.
@@ -44,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BUILDER_VERSION = 2  # bump whenever a builder changes: the cache is keyed by it alone
+BUILDER_VERSION = 3  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = REPO / "tests" / ".cache" / "synthetic-models" / f"v{BUILDER_VERSION}"
 OPSET = 17  # onnxruntime 1.20+ runs it; the real buffalo_l/inswapper files are opset 11-13
@@ -52,6 +61,7 @@ OPSET = 17  # onnxruntime 1.20+ runs it; the real buffalo_l/inswapper files are 
 MODEL_FILES = {
     "detector": "insightface/models/buffalo_l/det_10g.onnx",
     "recognizer": "insightface/models/buffalo_l/w600k_r50.onnx",
+    "landmark": "insightface/models/buffalo_l/1k3d68.onnx",
     "swapper": "insightface/inswapper_128.onnx",
     "restorer": "facerestore_models/GFPGANv1.4.pth",
 }
@@ -228,6 +238,110 @@ def _build_recognizer(path: Path) -> None:
     _rename_values(path, {"embedding": "683"})  # the real file's output name
 
 
+# --------------------------------------------------------------------------- landmarks (1k3d68)
+
+# A mean face in the normalised crop units insightface's Landmark.get reads: a point p of the
+# image is ((p - c) / (0.75 * s)) with c the box centre and s its longer side (the crop is
+# 192 px over 1.5 s, and its -1..1 range maps to 0..192). Derived by
+# :func:`derive_landmark_layout`, not copied from anywhere: dlib's 68-point predictor (the
+# built-in analyzer) on the eight faces of assets/samples/target_reference.png and insightface's
+# t1.jpg and Tom_Hanks_54745.png, each taken relative to its MTCNN box, turned upright (eyes
+# level), averaged with its mirror image, then averaged over the faces. iBUG 68 order.
+LANDMARK_LAYOUT = (
+    # 0-16: jaw, image-left to image-right
+    (-0.502, -0.125), (-0.502, +0.005), (-0.492, +0.138), (-0.463, +0.268), (-0.408, +0.389), (-0.327, +0.501),
+    (-0.233, +0.600), (-0.128, +0.686), (+0.000, +0.710), (+0.128, +0.686), (+0.233, +0.600), (+0.327, +0.501),
+    (+0.408, +0.389), (+0.463, +0.268), (+0.492, +0.138), (+0.502, +0.005), (+0.502, -0.125),
+    # 17-26: brows
+    (-0.384, -0.228), (-0.321, -0.273), (-0.239, -0.284), (-0.155, -0.268), (-0.077, -0.233), (+0.077, -0.233),
+    (+0.155, -0.268), (+0.239, -0.284), (+0.321, -0.273), (+0.384, -0.228),
+    # 27-35: nose bridge, then nostrils
+    (+0.000, -0.127), (+0.000, -0.040), (+0.000, +0.051), (+0.000, +0.137), (-0.096, +0.195), (-0.050, +0.217),
+    (+0.000, +0.234), (+0.050, +0.217), (+0.096, +0.195),
+    # 36-47: eyes, image-left first
+    (-0.288, -0.113), (-0.236, -0.132), (-0.178, -0.134), (-0.126, -0.106), (-0.181, -0.092), (-0.240, -0.094),
+    (+0.126, -0.106), (+0.178, -0.134), (+0.236, -0.132), (+0.288, -0.113), (+0.240, -0.094), (+0.181, -0.092),
+    # 48-67: mouth, outer then inner lip
+    (-0.190, +0.347), (-0.119, +0.318), (-0.050, +0.306), (+0.000, +0.322), (+0.050, +0.306), (+0.119, +0.318),
+    (+0.190, +0.347), (+0.122, +0.422), (+0.055, +0.458), (+0.000, +0.463), (-0.055, +0.458), (-0.122, +0.422),
+    (-0.158, +0.352), (-0.050, +0.350), (+0.000, +0.355), (+0.050, +0.350), (+0.158, +0.352), (+0.051, +0.384),
+    (+0.000, +0.391), (-0.051, +0.384),
+)
+# iBUG index of each point's mirror image (left eye outer corner 36 <-> right eye outer corner 45)
+IBUG_MIRROR = (tuple(range(16, -1, -1)) + tuple(range(26, 16, -1)) + (27, 28, 29, 30, 35, 34, 33, 32, 31)
+               + (45, 44, 43, 42, 47, 46, 39, 38, 37, 36, 41, 40)
+               + (54, 53, 52, 51, 50, 49, 48, 59, 58, 57, 56, 55, 64, 63, 62, 61, 60, 67, 66, 65))
+LANDMARK_POINTS = 1103   # 3309 / 3: insightface keeps the last 68
+
+
+def derive_landmark_layout():
+    """Recompute :data:`LANDMARK_LAYOUT` (68, 2) from the built-in analyzer (needs dlib)."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "tests"))
+    from media import HANKS, SAMPLES, T1, insightface_image, rgb
+
+    from swapline_core.builtin_analyzer import BuiltinAnalyzer
+
+    analyzer, shapes = BuiltinAnalyzer(), []
+    for path in (SAMPLES / "target_reference.png", insightface_image(HANKS), insightface_image(T1)):
+        img = rgb(path)
+        faces = analyzer.detect([img])
+        analyzer.landmarks68([img], faces)
+        for f in faces[0]:
+            box = f.bbox.astype(np.float64)
+            pts = (f.landmarks - (box[:2] + box[2:]) / 2) / (0.75 * max(box[2:] - box[:2]))
+            dx, dy = pts[42:48].mean(0) - pts[36:42].mean(0)
+            a = -np.arctan2(dy, dx)
+            pts = pts @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]).T
+            shapes.append((pts + pts[list(IBUG_MIRROR)] * [-1, 1]) / 2)
+    return np.mean(shapes, axis=0)
+
+
+def _landmark_module():
+    import torch
+    from torch import nn
+
+    class LandmarkStandIn(nn.Module):
+        """Mean face (z = 0) + 0.01 x tanh(random net of the crop), in -1..1 crop units."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 5, stride=4, padding=2)   # 192 -> 48
+            self.pool = nn.AvgPool2d(12)                           # 48 -> 4
+            self.fc = nn.Linear(8 * 4 * 4, LANDMARK_POINTS * 3)
+            layout = torch.zeros(LANDMARK_POINTS, 3)
+            layout[-68:, :2] = torch.tensor(LANDMARK_LAYOUT)
+            self.register_buffer("layout", layout.flatten())
+
+        def forward(self, x):
+            x = (x - 127.5) * (1.0 / 128.0)  # first nodes Sub, Mul: insightface then feeds raw pixels
+            h = self.pool(torch.relu(self.conv(x))).flatten(1)
+            return self.layout + 0.01 * torch.tanh(self.fc(h))
+
+    torch.manual_seed(6)
+    return LandmarkStandIn().eval()
+
+
+def _build_landmark(path: Path) -> None:
+    import onnx
+    import torch
+
+    axes = {"data": {0: "None"}, "fc1": {0: "None"}}
+    _export(_landmark_module(), (torch.zeros(1, 3, 192, 192),), path, input_names=["data"],
+            output_names=["fc1"], dynamic_axes=axes)
+    _rename_values(path, {}, [LANDMARK_POINTS * 3])
+    # insightface's Landmark decides the input normalisation from the first node *names*: a
+    # "Sub*" and a "Mul*" among them mean mean 0 / std 1, what the real file gets.
+    # torch names them "/Sub", "/Mul"; drop the scope slashes.
+    proto = onnx.load(str(path))
+    for node in proto.graph.node:
+        node.name = node.name.lstrip("/").replace("/", "_")
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+
+
 # --------------------------------------------------------------------------- swapper (INSwapper)
 
 def _swapper_module(size: int):
@@ -289,7 +403,7 @@ def _build_restorer(path: Path) -> None:
     torch.save({"params_ema": model.state_dict()}, str(path))
 
 
-_BUILDERS = {"detector": _build_detector, "recognizer": _build_recognizer,
+_BUILDERS = {"detector": _build_detector, "recognizer": _build_recognizer, "landmark": _build_landmark,
              "swapper": _build_swapper, "restorer": _build_restorer}
 
 
@@ -336,7 +450,7 @@ def build_cached(cache: Path, files: dict[str, str], builders: dict) -> Path:
 
 
 def ensure_cache(cache_dir: Path | None = None) -> Path:
-    """Build the four models into the cache unless a complete, unmodified build is there."""
+    """Build the five models into the cache unless a complete, unmodified build is there."""
     return build_cached(Path(cache_dir or os.environ.get("SWAPLINE_SYNTHETIC_CACHE") or DEFAULT_CACHE),
                         MODEL_FILES, _BUILDERS)
 
@@ -360,9 +474,9 @@ def _link(src: Path, dst: Path) -> None:
 
 
 def build_models(models_dir: Path, cache_dir: Path | None = None) -> dict[str, Path]:
-    """Place the four stand-ins under ``models_dir`` (ComfyUI models layout).
+    """Place the five stand-ins under ``models_dir`` (ComfyUI models layout).
 
-    Returns {"detector", "recognizer", "swapper", "restorer"} -> path (see MODEL_FILES).
+    Returns {"detector", "recognizer", "landmark", "swapper", "restorer"} -> path (see MODEL_FILES).
     """
     return link_all(ensure_cache(cache_dir), MODEL_FILES, models_dir)
 
@@ -390,8 +504,12 @@ def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, 
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--landmark-layout"]:  # print a fresh LANDMARK_LAYOUT to compare or paste
+        for i, (x, y) in enumerate(derive_landmark_layout()):
+            print(f"{i:2d} ({x:+.3f}, {y:+.3f})")
+        return 0
     if len(argv) not in (1, 2) or argv[0].startswith("-"):
-        print("usage: synthetic_models.py MODELS_DIR [BAD_MODELS_DIR]", file=sys.stderr)
+        print("usage: synthetic_models.py MODELS_DIR [BAD_MODELS_DIR] | --landmark-layout", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     for role, path in build_models(Path(argv[0])).items():

@@ -113,7 +113,7 @@ def test_missing_model_files_are_named_before_anything_runs(staged, class_type, 
 def test_hint_needing_landmarks_explains_what_to_do(staged):
     p = small()
     p[node_of(p, "SwaplineDetectFaces")]["inputs"]["landmarks"] = False
-    p[node_of(p, "SwaplineAnalyzerLoader")]["inputs"]["pack"] = "buffalo_l"    # 5 keypoints only
+    p[node_of(p, "SwaplineAnalyzerLoader")]["inputs"]["pack"] = "buffalo_l"    # landmarks off: 5 keypoints only
     with pytest.raises(ComfyExecutionError) as err:
         staged.run(p)
     assert err.value.node_type == "SwaplineFaceHint"

@@ -69,6 +69,23 @@ def test_synthetic_buffalo_l_detects_through_insightface_loader(comfy):
     assert hist["outputs"]["3"]["images"], "detect node must show a preview"
 
 
+def test_buffalo_l_landmarks_from_1k3d68_draw_68_point_hints(comfy):
+    """Detect Faces with landmarks on: the pack's 1k3d68.onnx (through insightface's Landmark)
+    fills the 68 points a 68_point hint needs."""
+    name = put_input(comfy, insightface_image(T1))
+    p = detect_prompt(name, "buffalo_l")
+    p["3"]["inputs"]["landmarks"] = True
+    p["6"] = {"class_type": "SwaplineFaceHint",
+              "inputs": {"faces": ["3", 0], "format": "68_point", "images": ["1", 0], "mask_grow": 0.25}}
+    p["7"] = {"class_type": "SaveImage", "inputs": {"images": ["6", 0], "filename_prefix": "hint68"}}
+    hist = comfy.run(p)
+    providers = json.loads(hist["outputs"]["5"]["text"][0])["providers"]
+    assert providers.get("landmarks:1k3d68.onnx") == ["CPUExecutionProvider"], providers
+    hint = rgb(comfy.output_path(hist["outputs"]["7"]["images"][0]))
+    assert hint.shape[:2] == rgb(insightface_image(T1)).shape[:2]
+    assert 0.001 < (hint.max(-1) > 0).mean() < 0.2           # contours on black
+
+
 def test_builtin_analyzer_finds_all_six_faces(comfy):
     name = put_input(comfy, insightface_image(T1))
     hist = comfy.run(detect_prompt(name, BUILTIN))
@@ -145,7 +162,6 @@ def test_unknown_pack_is_rejected_before_running(comfy):
 
 def test_no_face_policy_pass_through_and_raise(comfy):
     """A frame without a face: explicit record, unchanged pixels, same frame count; or a clear error."""
-    from PIL import Image
 
     blank = comfy.base_dir / "input" / "swapline_blank.png"
     Image.fromarray(np.full((120, 160, 3), 90, np.uint8)).save(blank)
@@ -212,7 +228,6 @@ def test_align_then_paste_back_roundtrip(comfy):
 
 def test_face_model_save_load_and_many_faces(comfy):
     """A face model survives save/load; twelve faces in one frame are all found and swappable."""
-    from PIL import Image
 
     t1 = rgb(insightface_image(T1))
     many = comfy.base_dir / "input" / "swapline_twelve.png"

@@ -65,6 +65,7 @@ def test_files_have_the_real_names_and_come_from_the_cache(models, tmp_path):
 @pytest.mark.parametrize("role, cls, task", [
     ("detector", "SCRFD", "detection"),
     ("recognizer", "ArcFaceONNX", "recognition"),
+    ("landmark", "Landmark", "landmark_3d_68"),
     ("swapper", "INSwapper", None),
 ])
 def test_insightface_routes_each_file_like_the_real_one(models, role, cls, task):
@@ -85,6 +86,23 @@ def test_detector_signature_is_scrfd_10g(models):
         outs = sess.run(None, {"input.1": np.zeros((1, 3, h, w), np.float32)})
         expected = [((h // s) * (w // s) * 2, c) for c in (1, 4, 10) for s in (8, 16, 32)]
         assert [o.shape for o in outs] == expected
+
+
+def test_landmark_signature_is_1k3d68_and_draws_a_face_in_the_box(models, analysis):
+    from synthetic_models import LANDMARK_LAYOUT
+
+    lmk = route(models["landmark"])
+    # the real file: ['None', 3, 192, 192] raw pixels (mean 0, std 1), one [*, 3309] output
+    assert (lmk.input_name, lmk.input_shape, lmk.input_mean, lmk.input_std) == ("data", ["None", 3, 192, 192], 0.0, 1.0)
+    assert lmk.session.get_outputs()[0].shape[1] == 3309 and lmk.require_pose  # pose: meanshape_68.pkl
+    img = bgr(HANKS)
+    face = analysis.get(img)[0]
+    pts = lmk.get(img, face)                                  # insightface's own crop and inverse map
+    assert pts.shape == (68, 3) and face["landmark_3d_68"] is pts and face["pose"].shape == (3,)
+    x1, y1, x2, y2 = face.bbox
+    centre, unit = np.array([x1 + x2, y1 + y2]) / 2, 0.75 * max(x2 - x1, y2 - y1)
+    layout = np.array(LANDMARK_LAYOUT) * unit + centre
+    assert np.abs(pts[:, :2] - layout).max() < 0.011 * unit  # the mean face, moved <= 1% by the image
 
 
 def test_swapper_signature_and_emap_is_the_last_initializer(models):
