@@ -92,7 +92,8 @@ class QAGate(io.ComfyNode):
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         models = model_manifest(frames.model_files())
         report = core_qa.run_qa(frames.original(), frames, faces, face_model, analyzer, th, hooks,
-                                sample_every=sample_every, models=models)
+                                sample_every=sample_every, models=models,
+                                store_root=model_paths.swapline_cache_dir())
         report["policy"] = policy
         revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
         out = pipeline.revert_frames(frames, revert, model_paths.swapline_cache_dir(), hooks) if revert else frames

@@ -119,7 +119,7 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
     return FaceSet(frames, analyzer, selection=f"tracked:{mode}"), report
 
 
-def _faces_key(faces: FaceSet) -> str:
+def faces_key(faces: FaceSet) -> str:
     return stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
 
 
@@ -165,7 +165,7 @@ def _timed(report: StageReport, name: str, fn, *args, **kwargs):
 def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root: str, hooks: Hooks,
                 *, color_match: bool = True, prepare=None) -> tuple[FrameSequence, StageReport]:
     """Swap the tracked faces of every frame; returns the sequence with a swap layer added."""
-    key = stage_key("swap", seq.key, _faces_key(faces), stage_key(source.embedding.round(5).tolist()),
+    key = stage_key("swap", seq.key, faces_key(faces), stage_key(source.embedding.round(5).tolist()),
                     swapper.name, model_stamp(swapper), color_match, getattr(swapper, "settings", None))
 
     def compute(frames, chunk_faces, report):
@@ -186,7 +186,7 @@ def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str
                    *, weight: float = 1.0, batch: int = 4) -> tuple[FrameSequence, StageReport]:
     """Restore the tracked faces of every frame (on top of any swap layer); adds a restore layer."""
     # ``batch`` is left out of the key: it changes speed and memory, not the result.
-    key = stage_key("restore", seq.key, _faces_key(faces), restorer.name, model_stamp(restorer),
+    key = stage_key("restore", seq.key, faces_key(faces), restorer.name, model_stamp(restorer),
                     round(float(weight), 4), getattr(restorer, "settings", None))
     restored = [0]
 

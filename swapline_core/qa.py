@@ -17,6 +17,7 @@ clip beyond those records.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -24,8 +25,10 @@ from dataclasses import asdict, dataclass, replace
 import cv2
 import numpy as np
 
+from .chunk_store import ChunkStore, stage_key
 from .errors import SwaplineError
 from .faces import Face, FaceSet, SourceIdentity
+from .pipeline import faces_key, model_stamp
 from .tracking import iou
 
 FORMAT = "swapline.qa.v1"
@@ -345,12 +348,15 @@ class QAAccumulator:
 
 def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, analyzer,
            thresholds: QAThresholds | None = None, hooks=None, sample_every: int = 1,
-           models: list[dict] | None = None) -> dict:
+           models: list[dict] | None = None, store_root: str | None = None) -> dict:
     """Stream both sequences chunk by chunk and return the full QA report.
 
-    ``seq_original`` is usually ``dataclasses.replace(seq_swapped, layers=())``.
+    ``seq_original`` is usually ``dataclasses.replace(seq_swapped, layers=())``. With
+    ``store_root``, each chunk's records are stored as they are made, so a re-run after an
+    interrupt or a crash evaluates only the chunks not done yet and reports the same.
     """
     th = thresholds or QAThresholds()
+    step = max(1, int(sample_every))
     check_recognizer(source, analyzer)
     if not (seq_original.count == seq_swapped.count == len(faces.frames)):
         raise ValueError(f"QA needs matching inputs: original clip {seq_original.count} frames, swapped "
@@ -362,19 +368,39 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     if seq_original.chunk != seq_swapped.chunk:
         raise ValueError(f"original and swapped sequences are chunked differently ({seq_original.chunk} vs "
                          f"{seq_swapped.chunk}); pass dataclasses.replace(swapped, layers=()) as the original")
+    store = None
+    if store_root is not None:
+        key = stage_key("qa", seq_original.key, seq_swapped.key, faces_key(faces),
+                        stage_key(source.embedding.round(5).tolist()), getattr(analyzer, "name", None),
+                        model_stamp(analyzer), th.to_json(), step)
+        store = ChunkStore(store_root, key, {"stage": "qa"})
     acc = QAAccumulator()
-    prev = None
     seconds: dict = {"decode": 0.0}
+    first = 0
+    while store is not None and first < seq_swapped.n_chunks and store.has(first):
+        acc.add(json.loads(store.load(first)["records"].tobytes()))
+        if hooks is not None:
+            hooks.progress(len(seq_swapped.chunk_range(first)))
+        first += 1
+    resumed = first
+    prev = None
+    if 0 < first < seq_swapped.n_chunks:     # flicker of the first new frame needs the frame before it
+        prev = (seq_original.read_chunk(first - 1)[-1], seq_swapped.read_chunk(first - 1)[-1])
     t_dec = time.perf_counter()
-    for (c, orig), (c2, swp) in zip(seq_original.iter_chunks(), seq_swapped.iter_chunks()):
+    todo = (zip(seq_original.iter_chunks(first), seq_swapped.iter_chunks(first))
+            if first < seq_swapped.n_chunks else ())
+    for (c, orig), (c2, swp) in todo:
         seconds["decode"] += time.perf_counter() - t_dec
         if hooks is not None:
             hooks.check_interrupt()
         if c != c2 or len(orig) != len(swp):
             raise ValueError(f"chunk {c}: {len(orig)} original frames but {len(swp)} swapped")
         rng = seq_swapped.chunk_range(c)
-        acc.add(evaluate_chunk(analyzer, orig, swp, [faces.frames[i].faces for i in rng], source,
-                               prev, rng.start, th, sample_every, seconds))
+        records = evaluate_chunk(analyzer, orig, swp, [faces.frames[i].faces for i in rng], source,
+                                 prev, rng.start, th, sample_every, seconds)
+        if store is not None:
+            store.save(c, {"records": np.frombuffer(json.dumps(records).encode(), np.uint8)})
+        acc.add(records)
         prev = (orig[-1], swp[-1])
         if hooks is not None:
             hooks.progress(len(swp))
@@ -384,8 +410,9 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     models = models if models is not None else [
         {"role": "qa_analyzer", "name": getattr(analyzer, "name", "?"), "recognizer": analyzer.recognizer_name}]
     rep = acc.report(th, models)
-    rep["sample_every"] = max(1, int(sample_every))
+    rep["sample_every"] = step
     rep["seconds"] = {k: round(v, 3) for k, v in seconds.items()}
+    rep["chunks_resumed"] = resumed
     return rep
 
 

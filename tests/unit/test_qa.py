@@ -311,3 +311,55 @@ def test_run_qa_streams_chunk_by_chunk(tracked, source, analyzer, store, classic
         f4, f16 = r4["faces"][0], r16["faces"][0]
         assert f4["flicker_ratio"] == pytest.approx(f16["flicker_ratio"], abs=1e-3)
         assert f4["identity"] == pytest.approx(f16["identity"], abs=0.02)
+
+
+def test_qa_resumes_after_an_interrupt_with_the_same_report(tracked, source, analyzer, store, tmp_path):
+    """Interrupted after 2 of 12 chunks: the re-run evaluates only the other 10 and reports the same
+    as an uninterrupted run (flicker across the resume point included)."""
+    _, faces = tracked
+    seq4 = FrameSequence.open(str(CLIP), chunk=4)
+    out4 = swap(seq4, faces, source, analyzer, store, ClassicalSwapper())
+    original = dataclasses.replace(out4, layers=())
+    plain = qa.run_qa(original, out4, faces, source, analyzer, qa.QAThresholds(), sample_every=2)
+
+    class Stop(Exception):
+        pass
+
+    checks = []
+
+    def interrupt():
+        checks.append(1)
+        if len(checks) == 3:                       # before the third chunk is evaluated
+            raise Stop
+
+    with pytest.raises(Stop):
+        qa.run_qa(original, out4, faces, source, analyzer, qa.QAThresholds(),
+                  pipeline.Hooks(check_interrupt=interrupt), sample_every=2, store_root=str(tmp_path))
+    evaluated = []
+
+    class Counting:
+        name, recognizer_name = analyzer.name, analyzer.recognizer_name
+
+        def model_files(self):
+            return analyzer.model_files()
+
+        def detect(self, images):
+            evaluated.append(len(images))
+            return analyzer.detect(images)
+
+        def embed(self, images, faces_):
+            return analyzer.embed(images, faces_)
+
+    done = []
+    resumed = qa.run_qa(original, out4, faces, source, Counting(), qa.QAThresholds(),
+                        pipeline.Hooks(progress=done.append), sample_every=2, store_root=str(tmp_path))
+    assert resumed["chunks_resumed"] == 2 and sum(done) == N_FRAMES
+    assert len(evaluated) == out4.n_chunks - 2                 # one detect batch per remaining chunk
+    assert resumed["frames"] == plain["frames"] and resumed["summary"] == plain["summary"]
+    again = qa.run_qa(original, out4, faces, source, Counting(), qa.QAThresholds(), sample_every=2,
+                      store_root=str(tmp_path))
+    assert again["chunks_resumed"] == out4.n_chunks and len(evaluated) == out4.n_chunks - 2
+    assert again["frames"] == plain["frames"]
+    stricter = qa.run_qa(original, out4, faces, source, Counting(), qa.QAThresholds(min_identity=0.99),
+                         sample_every=2, store_root=str(tmp_path))
+    assert stricter["chunks_resumed"] == 0                      # other thresholds: a new stage key
