@@ -42,10 +42,12 @@ KNOWN_MODELS = (
                "non-commercial research only (InsightFace)",
                "insightface buffalo_l.zip (github.com/deepinsight/insightface releases)", 174383860,
                "4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43"),
-    # optional: 68-point landmarks (hints, classical swapper); size/hash not verified here (~137 MB)
+    # optional: 68-point landmarks (hints, classical swapper); size/hash as published by several
+    # independent projects pinning buffalo_l's members
     KnownModel(f"{ANALYSIS_PACKS}/buffalo_l", "1k3d68.onnx", "68-point 3-D landmarks (optional)",
                "non-commercial research only (InsightFace)",
-               "insightface buffalo_l.zip (github.com/deepinsight/insightface releases)"),
+               "insightface buffalo_l.zip (github.com/deepinsight/insightface releases)", 143607619,
+               "df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc"),
     KnownModel(FACERESTORE, "GFPGANv1.4.pth", "GFPGAN v1.4 face restorer", "Apache-2.0 (TencentARC)",
                "github.com/TencentARC/GFPGAN releases", 348632874,
                "e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad"),
