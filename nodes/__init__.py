@@ -24,6 +24,7 @@ MODULES = {
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
     "vae": ("TiledVAEEncode",),
     "controlnet": ("FaceHint", "ApplyFaceControlNet"),
+    "refine": ("RefineFrames",),
 }
 
 

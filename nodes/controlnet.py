@@ -185,19 +185,27 @@ class ApplyFaceControlNet(io.ComfyNode):
         if mask is not None and mask.shape[0] not in (1, hint.shape[0]):
             raise SwaplineError(f"{mask.shape[0]} masks for {hint.shape[0]} hints: connect one mask or one per hint")
         schedule = BlockSchedule(middle=middle, output=(output_1, output_2), rest=rest)
-        cond_hint = hint.movedim(-1, 1)
-        made: dict = {}
-        out = []
-        for conditioning in (positive, negative):
-            c = []
-            for emb, opts in conditioning:
-                opts = opts.copy()
-                prev = opts.get("control")
-                if prev not in made:   # one wrapper per distinct chain, shared like core does
-                    inner = control_net.copy().set_cond_hint(cond_hint, strength, (start_percent, end_percent), vae=vae)
-                    made[prev] = ScheduledControl(inner, schedule, mask).set_previous_controlnet(prev)
-                opts["control"] = made[prev]
-                opts["control_apply_to_uncond"] = False
-                c.append([emb, opts])
-            out.append(c)
-        return io.NodeOutput(out[0], out[1])
+        return io.NodeOutput(*apply_face_control(positive, negative, control_net, hint, strength,
+                                                 (start_percent, end_percent), schedule, mask, vae))
+
+
+def apply_face_control(positive, negative, control_net, hint: torch.Tensor, strength: float,
+                       percent_range: tuple[float, float], schedule: BlockSchedule,
+                       mask: torch.Tensor | None = None, vae=None) -> tuple[list, list]:
+    """(positive, negative) with the ControlNet applied as core does, wrapped in ScheduledControl."""
+    cond_hint = hint.movedim(-1, 1)
+    made: dict = {}
+    out = []
+    for conditioning in (positive, negative):
+        c = []
+        for emb, opts in conditioning:
+            opts = opts.copy()
+            prev = opts.get("control")
+            if prev not in made:   # one wrapper per distinct chain, shared like core does
+                inner = control_net.copy().set_cond_hint(cond_hint, strength, percent_range, vae=vae)
+                made[prev] = ScheduledControl(inner, schedule, mask).set_previous_controlnet(prev)
+            opts["control"] = made[prev]
+            opts["control_apply_to_uncond"] = False
+            c.append([emb, opts])
+        out.append(c)
+    return out[0], out[1]

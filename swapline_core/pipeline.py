@@ -123,11 +123,12 @@ def faces_key(faces: FaceSet) -> str:
     return stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
 
 
-def _patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: dict, store_root: str,
+def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: dict, store_root: str,
                  hooks: Hooks, compute) -> tuple[ChunkStore, StageReport]:
     """The loop shared by stages that paste patches: resume, decode, compute, store the layer.
 
-    ``compute(frames, chunk_faces, report)`` returns (patches per frame, resulting frames).
+    ``compute(frames, chunk_faces, report, first_index)`` returns (patches per frame, resulting
+    frames); ``first_index`` is the clip index of the chunk's first frame.
     """
     if len(faces.frames) != seq.count:
         raise ValueError(f"the faces cover {len(faces.frames)} frames but the clip has {seq.count}: "
@@ -145,7 +146,7 @@ def _patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta:
             if not store.has(c):
                 hooks.check_interrupt()
                 chunk_faces = [[f.copy() for f in faces.frames[i].faces] for i in seq.chunk_range(c)]
-                patches, results = compute(frames, chunk_faces, report)
+                patches, results = compute(frames, chunk_faces, report, seq.chunk_range(c).start)
                 t0 = time.perf_counter()
                 store.save(c, encode_layer_chunk(frames, results, patches))
                 report.seconds["store"] += time.perf_counter() - t0
@@ -168,7 +169,7 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root:
     key = stage_key("swap", seq.key, faces_key(faces), stage_key(source.embedding.round(5).tolist()),
                     swapper.name, model_stamp(swapper), color_match, getattr(swapper, "settings", None))
 
-    def compute(frames, chunk_faces, report):
+    def compute(frames, chunk_faces, report, _first):
         if prepare is not None:
             _timed(report, "landmarks", prepare, frames, chunk_faces)
         patches = _timed(report, "swap", swapper.swap, frames, chunk_faces, source)
@@ -176,7 +177,7 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, store_root:
                                                    for f, ps in zip(frames, patches)])
         return patches, results
 
-    store, report = _patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, "color_match": color_match},
+    store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, "color_match": color_match},
                                  store_root, hooks, compute)
     models = tuple(swapper.model_files()) + tuple(faces.analyzer.model_files() if faces.analyzer else ())
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report
@@ -190,14 +191,14 @@ def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str
                     round(float(weight), 4), getattr(restorer, "settings", None))
     restored = [0]
 
-    def compute(frames, chunk_faces, report):
+    def compute(frames, chunk_faces, report, _first):
         patches = _timed(report, "restore", restorer.restore, frames, chunk_faces, weight=weight, batch=batch,
                          check_interrupt=hooks.check_interrupt)
         restored[0] += sum(len(ps) for ps in patches)
         results = _timed(report, "paste", lambda: [apply_patches(f, ps) if ps else f for f, ps in zip(frames, patches)])
         return patches, results
 
-    store, report = _patch_stage(seq, faces, "restore", key, {"restorer": restorer.name, "weight": weight},
+    store, report = patch_stage(seq, faces, "restore", key, {"restorer": restorer.name, "weight": weight},
                                  store_root, hooks, compute)
     report.extra["faces_restored"] = restored[0]
     return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(restorer.model_files()))), report

@@ -118,3 +118,39 @@ def test_hint_needing_landmarks_explains_what_to_do(staged):
         staged.run(p)
     assert err.value.node_type == "SwaplineFaceHint"
     assert "68-point landmarks" in err.value.exception_message and "5_point" in err.value.exception_message
+
+
+def test_refine_faces_in_frames_streams_a_clip_through_a_real_server(staged):
+    """The streaming node in a real prompt: tracked faces of 4 frames, chunks of 2, the same
+    core loaders; the MP4 keeps the frame count, fps and audio, and a re-queue is resumed."""
+    from swapline_core.video_read import probe
+
+    refine = {
+        "1": {"class_type": "SwaplineLoadVideo",
+              "inputs": {"video": "swapline_sample_clip.mp4", "start": 0, "count": 4, "stride": 1, "chunk": 2}},
+        "2": {"class_type": "SwaplineAnalyzerLoader",
+              "inputs": {"pack": API["3"]["inputs"]["pack"], "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
+        "3": {"class_type": "SwaplineTrackFaces",
+              "inputs": {"frames": ["1", 0], "analyzer": ["2", 0], "mode": "largest", "threshold": 0.35,
+                         "max_faces": 1, "detect_every": 8, "max_missing": 12, "smoothing": 0.5}},
+        "8": API["8"], "9": API["9"], "10": API["10"], "11": API["11"], "12": API["12"],
+        "13": {"class_type": "SwaplineRefineFrames",
+               "inputs": {"frames": ["1", 0], "faces": ["3", 0], "model": ["8", 0], "positive": ["11", 0],
+                          "negative": ["12", 0], "vae": ["9", 0], "size": "128", "template": "ffhq", "seed": 5,
+                          "steps": 2, "cfg": 4.0, "sampler_name": "euler", "scheduler": "normal", "denoise": 0.5,
+                          "faces_per_batch": 8, "mask_erode": 0.02, "mask_blur": 0.08, "control_net": ["10", 0],
+                          "hint_format": "openpose_face", "control_strength": 0.8, "middle": 1.0, "output_1": 0.7,
+                          "output_2": 0.5, "rest": 1.0, "analyzer": ["2", 0]}},
+        "14": {"class_type": "SwaplineSaveVideo",
+               "inputs": {"frames": ["13", 0], "filename_prefix": "refine_test/stream", "crf": 18, "preset": "medium",
+                          "audio": True}},
+    }
+    hist = staged.run(refine)
+    assert "refined 4 face crop(s) in 2 chunk(s)" in hist["outputs"]["13"]["text"][0]
+    info = probe(str(staged.output_path(hist["outputs"]["14"]["images"][0])))
+    source = probe(str(SAMPLES / "kling_avatar_clip.mp4"))
+    assert info.frame_count == 4 and abs(info.fps - source.fps) < 1e-3 and info.has_audio
+    refine["14"]["inputs"]["filename_prefix"] = "refine_test/stream_again"   # new output, same refine inputs
+    refine["13"]["inputs"]["faces_per_batch"] = 1                            # (not in the cache key)
+    again = staged.run(refine)
+    assert "2 chunk(s) resumed" in again["outputs"]["13"]["text"][0]
