@@ -145,9 +145,36 @@ def face_refine() -> dict:
     }
 
 
+def video_swap_refine() -> dict:
+    """The production chain: swap (buffalo_l + inswapper_128), then stream every swapped face through
+    SD1.5 + the face ControlNet at low denoise (Refine Faces in Frames), QA, signed MP4."""
+    m = REFINE_MODELS
+    p = video_swap("buffalo_l", "inswapper_128.onnx", 0.35, "swapline/video_swap_refine")
+    p.update({
+        "12": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": m["checkpoint"]["name"]}},
+        "13": {"class_type": "VAELoader", "inputs": {"vae_name": m["vae"]["name"]}},
+        "14": {"class_type": "ControlNetLoader", "inputs": {"control_net_name": m["controlnet"]["name"]}},
+        "15": {"class_type": "CLIPTextEncode", "_meta": {"title": "Positive prompt"},
+               "inputs": {"clip": ["12", 1], "text": "close-up photo of a face, natural skin texture, detailed eyes"}},
+        "16": {"class_type": "CLIPTextEncode", "_meta": {"title": "Negative prompt"},
+               "inputs": {"clip": ["12", 1], "text": "blurry, deformed, plastic skin, lowres, cartoon"}},
+        "17": {"class_type": "SwaplineRefineFrames",
+               "inputs": {"frames": ["9", 0], "faces": ["7", 0], "model": ["12", 0], "positive": ["15", 0],
+                          "negative": ["16", 0], "vae": ["13", 0], "size": "512", "template": "ffhq", "seed": 0,
+                          "steps": 20, "cfg": 5.0, "sampler_name": "dpmpp_2m", "scheduler": "karras", "denoise": 0.3,
+                          "faces_per_batch": 8, "mask_erode": 0.02, "mask_blur": 0.08, "control_net": ["14", 0],
+                          "hint_format": "openpose_face", "control_strength": 0.8, "middle": 1.0, "output_1": 0.7,
+                          "output_2": 0.5, "rest": 1.0, "analyzer": ["4", 0]}},
+    })
+    p["10"]["inputs"]["frames"] = ["17", 0]       # QA and signing see the refined frames
+    return p
+
+
 # node id -> models the editor should find in ComfyUI's folders (UI format `properties.models`)
 UI_MODELS = {"face_refine": {"8": [REFINE_MODELS["checkpoint"]], "9": [REFINE_MODELS["vae"]],
-                             "10": [REFINE_MODELS["controlnet"]]}}
+                             "10": [REFINE_MODELS["controlnet"]]},
+             "video_swap_refine": {"12": [REFINE_MODELS["checkpoint"]], "13": [REFINE_MODELS["vae"]],
+                                   "14": [REFINE_MODELS["controlnet"]]}}
 
 WORKFLOWS = {
     "video_swap_builtin": ("Batch video face swap (built-in models, no download)",
@@ -157,6 +184,8 @@ WORKFLOWS = {
     "image_swap_builtin": ("Image face swap (built-in models, no download)", image_swap(BUILTIN, CLASSICAL, 0.9)),
     "image_swap": ("Image face swap (InsightFace buffalo_l + inswapper_128)", image_swap("buffalo_l", "inswapper_128.onnx", 0.35)),
     "face_refine": ("Face refine: SD1.5 + face ControlNet at low denoise on aligned crops, pasted back", face_refine()),
+    "video_swap_refine": ("Batch video face swap + streamed SD1.5 face refine (buffalo_l, inswapper_128, "
+                          "OpenPose ControlNet), QA, signed MP4", video_swap_refine()),
 }
 
 

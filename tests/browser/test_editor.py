@@ -23,10 +23,11 @@ from swapline_editor import (
 )
 
 NAMES = ui_workflows()
-VIDEO = {"video_swap", "video_swap_builtin"}  # ~45-50 s each on 2 CPU cores
+VIDEO = {"video_swap", "video_swap_builtin", "video_swap_refine"}  # ~15-50 s each on 2 CPU cores
 # face_refine at CI size (3 frames, 256 px crops, 2 steps) on the SD1.5 stand-ins, set in the editor
 SMALL = {"face_refine": {"SwaplineLoadVideo": {"count": 3}, "SwaplineAlignFaces": {"size": "256"},
-                         "KSampler": {"steps": 2}}}
+                         "KSampler": {"steps": 2}},
+         "video_swap_refine": {"SwaplineLoadVideo": {"count": 8}, "SwaplineRefineFrames": {"size": "128", "steps": 2}}}
 PACK = "swapline"  # the folder name under custom_nodes (the harness links the repo under it)
 
 
@@ -42,7 +43,8 @@ def _diff(a: dict, b: dict) -> dict:
 
 
 def test_shipped_ui_workflows_found():
-    assert NAMES == ["face_refine", "image_swap", "image_swap_builtin", "video_swap", "video_swap_builtin"]
+    assert NAMES == ["face_refine", "image_swap", "image_swap_builtin", "video_swap", "video_swap_builtin",
+                     "video_swap_refine"]
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in VIDEO else n for n in NAMES])
@@ -57,11 +59,12 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         for node_type in ("SwaplineFaceHint", "PreviewImage"):   # hints and refined crops shown in the editor
             editor.wait_for("(id) => (app.graph.getNodeById(id).imgs || []).length === 3", node_id_of(res, node_type))
     elif name in VIDEO:
+        frames = SMALL.get(name, {}).get("SwaplineLoadVideo", {}).get("count", 48)
         qa_id = node_id_of(res, "SwaplineQAGate")
         sink_id = node_id_of(res, "SwaplineC2PASink")
         sent = outputs[str(qa_id)]["swapline_qa"][0]
         qa = ui[qa_id]
-        assert qa["qa_frames"] == len(sent["frames"]) == sent["summary"]["frames"] == 48
+        assert qa["qa_frames"] == len(sent["frames"]) == sent["summary"]["frames"] == frames
         assert qa["has_chart"] and qa["qa_decision"] == sent["decision"]
         assert qa["status"]["qa"] == f"{sent['decision']}: {sent['summary']['fail']} failing frame(s)"
         signing = outputs[str(sink_id)]["swapline_signing"][0]
@@ -99,7 +102,7 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
     save_image(editor.graph_png(), artifacts_dir / f"editor_{name}.png", max_width=1600, max_bytes=2_000_000)
     assert not editor.errors(ours_only=True), editor.errors()
 
-    if name in VIDEO:
+    if name in VIDEO and frames == 48:
         save_image(editor.node_png(qa_id), artifacts_dir / f"editor_{name}_qa_chart.png", max_bytes=2_000_000)
         # clicking a point of the chart shows that frame's metrics in the QA status line
         chart_y = editor.page.evaluate(

@@ -154,3 +154,25 @@ def test_refine_faces_in_frames_streams_a_clip_through_a_real_server(staged):
     refine["13"]["inputs"]["faces_per_batch"] = 1                            # (not in the cache key)
     again = staged.run(refine)
     assert "2 chunk(s) resumed" in again["outputs"]["13"]["text"][0]
+
+
+def test_video_swap_refine_workflow_runs_swap_refine_qa_and_signing(staged):
+    """workflows/video_swap_refine at CI size: swap (stand-in buffalo_l + inswapper), streamed
+    refine on the stand-in SD1.5 set, QA over the refined frames, signed MP4."""
+    import shutil as _shutil
+
+    from swapline_core.video_read import probe
+
+    for name, src in {"swapline_source_face.png": "source_face.png",
+                      "swapline_target_reference.png": "target_reference.png"}.items():
+        _shutil.copy(SAMPLES / src, staged.base_dir / "input" / name)
+    p = copy.deepcopy(json.loads((REPO / "workflows" / "api" / "video_swap_refine.json").read_text()))
+    p[node_of(p, "SwaplineLoadVideo")]["inputs"]["count"] = 4
+    p[node_of(p, "SwaplineRefineFrames")]["inputs"].update(size="128", steps=2)
+    hist = staged.run(p)
+    out = hist["outputs"]
+    assert "refined" in out[node_of(p, "SwaplineRefineFrames")]["text"][0]
+    qa = out[node_of(p, "SwaplineQAGate")]["swapline_qa"][0]
+    assert qa["summary"]["frames"] == 4
+    video = out[node_of(p, "SwaplineC2PASink")]["images"][0]
+    assert probe(str(staged.output_path(video))).frame_count == 4
