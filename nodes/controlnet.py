@@ -136,6 +136,21 @@ class ScheduledControl(ControlBase):
         return c
 
 
+def schedule_inputs() -> list:
+    """The per-block factor widgets (BlockSchedule), shared by every node that applies a face ControlNet."""
+    d = BlockSchedule()
+    return [
+        io.Float.Input("middle", default=d.middle, min=0.0, max=2.0, step=0.05,
+                       tooltip="Factor on the residual into the UNet middle block."),
+        io.Float.Input("output_1", default=d.output[0], min=0.0, max=2.0, step=0.05,
+                       tooltip="Factor on the residual into the first (deepest) output block."),
+        io.Float.Input("output_2", default=d.output[1], min=0.0, max=2.0, step=0.05,
+                       tooltip="Factor on the residual into the second output block."),
+        io.Float.Input("rest", default=d.rest, min=0.0, max=2.0, step=0.05,
+                       tooltip="Factor on every other residual (later output blocks; adapter input blocks)."),
+    ]
+
+
 class ApplyFaceControlNet(io.ComfyNode):
     @classmethod
     def define_schema(cls):
@@ -159,14 +174,7 @@ class ApplyFaceControlNet(io.ComfyNode):
                                tooltip="Sampling progress at which the control starts."),
                 io.Float.Input("end_percent", default=1.0, min=0.0, max=1.0, step=0.001,
                                tooltip="Sampling progress at which the control stops."),
-                io.Float.Input("middle", default=1.0, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on the residual into the UNet middle block."),
-                io.Float.Input("output_1", default=0.7, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on the residual into the first (deepest) output block."),
-                io.Float.Input("output_2", default=0.5, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on the residual into the second output block."),
-                io.Float.Input("rest", default=1.0, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on every other residual (later output blocks; adapter input blocks)."),
+                *schedule_inputs(),
                 io.Mask.Input("mask", optional=True,
                               tooltip="Face mask (e.g. Face Hint's face_mask or Align Faces' masks): control only acts "
                                       "inside it, scaled to each residual's resolution. One mask or one per image."),

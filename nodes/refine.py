@@ -23,7 +23,7 @@ from ..swapline_core.control_schedule import BlockSchedule
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.frames import Layer
 from . import model_paths
-from .controlnet import apply_face_control
+from .controlnet import apply_face_control, schedule_inputs
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, Faces, Frames
 
@@ -149,14 +149,7 @@ class RefineFrames(io.ComfyNode):
                                tooltip="Hint style the ControlNet was trained on."),
                 io.Float.Input("control_strength", default=0.8, min=0.0, max=10.0, step=0.01,
                                tooltip="ControlNet strength (multiplies the block factors)."),
-                io.Float.Input("middle", default=1.0, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on the residual into the UNet middle block."),
-                io.Float.Input("output_1", default=0.7, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on the residual into the first output block."),
-                io.Float.Input("output_2", default=0.5, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on the residual into the second output block."),
-                io.Float.Input("rest", default=1.0, min=0.0, max=2.0, step=0.05,
-                               tooltip="Factor on every other residual."),
+                *schedule_inputs(),
                 Analyzer.Input("analyzer", optional=True,
                                tooltip="Computes 68-point landmarks for openpose_face / 68_point hints when the "
                                        "tracked faces have none (the built-in analyzer or a pack with 1k3d68.onnx)."),
