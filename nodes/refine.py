@@ -164,7 +164,8 @@ class RefineFrames(io.ComfyNode):
         size = int(size)
         use_control = control_net is not None and control_strength > 0
         needs68 = use_control and hint_format in face_hint.NEEDS_68
-        if needs68 and (analyzer is None or not analyzer.supports_landmarks):
+        lacking = needs68 and any(f.landmarks is None for fr in faces.frames for f in fr.faces)
+        if lacking and (analyzer is None or not analyzer.supports_landmarks):
             raise SwaplineError(f"the {hint_format} hint needs 68-point landmarks: connect an analyzer that has them "
                                 "(the built-in one, or an InsightFace pack with 1k3d68.onnx), or use hint_format 5_point")
         schedule = BlockSchedule(middle=middle, output=(output_1, output_2), rest=rest)
@@ -175,13 +176,14 @@ class RefineFrames(io.ComfyNode):
         key = stage_key("refine", frames.key, pipeline.faces_key(faces), fingerprint_model(model),
                         fingerprint_conditioning(positive), fingerprint_conditioning(negative),
                         fingerprint_module(vae.first_stage_model),
-                        fingerprint_module(control_net.control_model) if use_control else None, settings)
+                        fingerprint_module(control_net.control_model) if use_control else None,
+                        pipeline.model_stamp(analyzer) if lacking else None, settings)
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         refined = [0]
 
         def compute(chunk, chunk_faces, report, first_index):
-            if needs68:
+            if lacking:
                 missing = [[f for f in fs if f.landmarks is None] for fs in chunk_faces]
                 if any(missing):
                     analyzer.landmarks68(chunk, missing)
