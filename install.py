@@ -16,12 +16,13 @@ sys.path.insert(0, str(HERE))
 from swapline_core.model_catalog import KNOWN_MODELS, MODEL_FOLDERS  # noqa: E402
 
 
-def comfy_models_dir() -> Path:
-    """The models folder of the ComfyUI this pack sits in (custom_nodes/<pack>/../../models)."""
+def comfy_models_dir() -> Path | None:
+    """The models folder of the ComfyUI this pack sits in (custom_nodes/<pack>/../../models), or
+    $SWAPLINE_MODELS_DIR; None outside a ComfyUI tree (then no folder is created anywhere)."""
     env = os.environ.get("SWAPLINE_MODELS_DIR")
     if env:
         return Path(env)
-    return HERE.parent.parent / "models" if HERE.parent.name == "custom_nodes" else Path.cwd() / "models"
+    return HERE.parent.parent / "models" if HERE.parent.name == "custom_nodes" else None
 
 
 def onnxruntime_conflict() -> str | None:
@@ -40,6 +41,13 @@ def onnxruntime_conflict() -> str | None:
 
 def main() -> int:
     models = comfy_models_dir()
+    if models is None:
+        print(f"[Swapline] {HERE} is not inside a ComfyUI custom_nodes folder and SWAPLINE_MODELS_DIR is not "
+              "set: no model folders created (ComfyUI registers them at start-up anyway)")
+        warn = onnxruntime_conflict()
+        if warn:
+            print(f"[Swapline] WARNING: {warn}")
+        return 0
     for sub in MODEL_FOLDERS:
         (models / sub).mkdir(parents=True, exist_ok=True)
     print(f"[Swapline] model folders ready under {models}")

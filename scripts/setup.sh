@@ -110,5 +110,7 @@ mkdir -p "$COMFY/custom_nodes" "$ROOT/.comfy/user/default"
 if [ ! -L "$COMFY/custom_nodes/swapline" ]; then
   ln -sfn "$ROOT" "$COMFY/custom_nodes/swapline"
 fi
-"$VPY" install.py >/dev/null
+# the pack is linked into custom_nodes, but install.py resolves its own path to the repo: name the
+# models folder of that ComfyUI explicitly
+SWAPLINE_MODELS_DIR="$COMFY/models" "$VPY" install.py >/dev/null
 log "ready: .venv and .comfy/ComfyUI"
