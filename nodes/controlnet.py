@@ -8,7 +8,6 @@ from comfy.controlnet import ControlBase
 from comfy_api.latest import io
 
 from ..swapline_core import face_hint
-from ..swapline_core.align import transform_points
 from ..swapline_core.control_schedule import BlockSchedule, apply_schedule
 from ..swapline_core.errors import SwaplineError
 from .convert import preview_ui, to_image, to_mask
@@ -77,12 +76,9 @@ def _crop_hints(by_index, transforms, fmt, grow):
             raise SwaplineError(f"Align Faces made a crop of face {t['face']} in frame {t['frame']}, but these faces "
                                 f"have {len(fs)} there: connect the same faces to Align Faces and Face Hint")
         f = fs[t["face"]]
-        m = t["matrix"]
-        kps = transform_points(f.kps, m)
-        lm = transform_points(f.landmarks, m) if f.landmarks is not None else None
-        size = (t["size"], t["size"])
-        hints.append(face_hint.draw_hint(size, [(kps, lm)], fmt))
-        masks.append(face_hint.face_region_mask(size, [lm if lm is not None else kps], grow))
+        hint, mask = face_hint.crop_hint(f.kps, f.landmarks, t["matrix"], t["size"], fmt, grow)
+        hints.append(hint)
+        masks.append(mask)
     if not hints:
         raise SwaplineError("no aligned crops: Align Faces found no faces")
     return hints, masks

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from .align import transform_points
+
 FORMATS = ("openpose_face", "5_point", "68_point")
 NEEDS_68 = {"openpose_face", "68_point"}
 
@@ -125,3 +127,12 @@ def face_region_mask(size_hw: tuple[int, int], points: Sequence[np.ndarray], gro
             soft = cv2.GaussianBlur(shrunk.astype(np.float32) / 255.0, (0, 0), k / 4.0)
         np.maximum(out, soft, out=out)
     return out
+
+
+def crop_hint(kps: np.ndarray, landmarks: np.ndarray | None, matrix: np.ndarray, size: int, fmt: str,
+              grow: float = 0.25) -> tuple[np.ndarray, np.ndarray]:
+    """Hint and face-region mask of one face in its aligned crop (``matrix``: frame -> crop)."""
+    k = transform_points(kps, matrix)
+    lm = transform_points(landmarks, matrix) if landmarks is not None else None
+    return (draw_hint((size, size), [(k, lm)], fmt),
+            face_region_mask((size, size), [lm if lm is not None else k], grow))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import face_hint
-from .align import transform_points, warp_crops
+from .align import warp_crops
 from .faces import Face
 from .interfaces import SwapPatch
 from .paste import apply_patches, crop_mask, crop_to_patch
@@ -42,10 +42,7 @@ def prepare(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]], first
             continue
         crops, mats = warp_crops(frame, fs, size, template)
         for j, (f, crop, m) in enumerate(zip(fs, crops, mats)):
-            kps = transform_points(f.kps, m)
-            lm = transform_points(f.landmarks, m) if f.landmarks is not None else None
-            hint = face_hint.draw_hint((size, size), [(kps, lm)], hint_format)
-            mask = face_hint.face_region_mask((size, size), [lm if lm is not None else kps], mask_grow)
+            hint, mask = face_hint.crop_hint(f.kps, f.landmarks, m, size, hint_format, mask_grow)
             jobs.append(CropJob(k, j, crop_uid(first_index + k, j), crop, m, hint, mask))
     return jobs
 
