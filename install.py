@@ -13,7 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from swapline_core.model_catalog import KNOWN_MODELS, MODEL_FOLDERS  # noqa: E402
+from swapline_core.backends.catalog import KNOWN_MODELS, MODEL_FOLDERS  # noqa: E402
 
 
 def comfy_models_dir() -> Path | None:

@@ -38,7 +38,7 @@ def load_rgb(path) -> np.ndarray:
 
 def face_model(analyzer, image: np.ndarray):
     """As Build Face Model does (nodes/face_model.build_face_model): largest face, embedded."""
-    from swapline_core import face_model as fm
+    from swapline_core.faces import identity as fm
     from swapline_core.errors import NoFaceError
 
     faces = analyzer.detect([image])[0]
@@ -52,8 +52,8 @@ def face_model(analyzer, image: np.ndarray):
 
 
 def builtin_case() -> Case:
-    from swapline_core.builtin_analyzer import BuiltinAnalyzer
-    from swapline_core.classical_swap import ClassicalSwapper
+    from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+    from swapline_core.backends.classical import ClassicalSwapper
 
     analyzer = BuiltinAnalyzer(threshold=0.9)   # what Load Face Analyzer maps det_thresh 0.5 to
     return Case("builtin", "built-in MTCNN + dlib analyzer, classical landmark-warp swapper",
@@ -66,8 +66,8 @@ def insightface_case() -> Case:
     add_tests_to_path()
     from synthetic_models import build_models
 
-    from swapline_core.insightface_backend import InsightFaceAnalyzer
-    from swapline_core.inswapper import InSwapper
+    from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
+    from swapline_core.backends.inswapper import InSwapper
 
     files = build_models(MODELS)
     analyzer = InsightFaceAnalyzer(str(files["detector"].parent), "auto", 640, 0.5)

@@ -22,7 +22,7 @@ CRF, PRESET = 23, "veryfast"
 
 
 def sample_frames() -> list[np.ndarray]:
-    from swapline_core.video_read import iter_frames
+    from swapline_core.video.read import iter_frames
 
     return [f for _, f in iter_frames(SAMPLE_CLIP)]
 
@@ -50,8 +50,8 @@ def pingpong(n_frames: int, n_source: int) -> list[int]:
 
 def generated_clip(n_frames: int, log=print) -> Path:
     """The cached n-frame 1280x720 clip, generating it when missing or stale."""
-    from swapline_core.video_read import probe
-    from swapline_core.video_write import VideoWriter
+    from swapline_core.video.read import probe
+    from swapline_core.video.write import VideoWriter
 
     info = probe(SAMPLE_CLIP)
     meta = {"version": GEN_VERSION, "frames": n_frames, "size": [WIDTH, HEIGHT], "crf": CRF,

@@ -27,14 +27,14 @@ def analyse(analyzer, frame: np.ndarray) -> list:
 
 
 def choose(case, faces: list) -> list:
-    from swapline_core.select import select
+    from swapline_core.faces.select import select
 
     chosen, _ = select(faces, "identity", case.reference.embedding, case.threshold, max_faces=1)
     return [faces[i] for i in chosen]
 
 
 def paste_full_frame(frame: np.ndarray, patches, color: bool = True) -> np.ndarray:
-    from swapline_core.paste import color_match
+    from swapline_core.faces.paste import color_match
 
     h, w = frame.shape[:2]
     out = frame.astype(np.float32)
@@ -62,8 +62,8 @@ def process_frame(case, frame: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 def run(case, clip: Path, work: Path, *, crf: int, preset: str, progress=lambda n: None) -> dict:
-    from swapline_core import video_read
-    from swapline_core.video_write import VideoWriter
+    from swapline_core.video import read as video_read
+    from swapline_core.video.write import VideoWriter
 
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -7,22 +7,12 @@ import shutil
 from pathlib import Path
 
 
-def landmark_preparer(case):
-    """What nodes/swap.prepare_landmarks does for each chunk (nodes/ needs ComfyUI to import)."""
-    def prepare(frames, faces):
-        if not case.needs_landmarks:
-            return
-        missing = [[f for f in fs if f.landmarks is None] for fs in faces]
-        if any(missing):
-            case.analyzer.landmarks68(frames, missing)
-    return prepare
-
-
 def run(case, clip: Path, work: Path, *, crf: int, preset: str, chunk: int = 16,
         detect_every: int = 8, progress=lambda n: None) -> dict:
-    from swapline_core import pipeline, video_read
-    from swapline_core.frames import FrameSequence
-    from swapline_core.video_write import VideoWriter
+    from swapline_core.video import stages as pipeline
+    from swapline_core.video import read as video_read
+    from swapline_core.video.frames import FrameSequence
+    from swapline_core.video.write import VideoWriter
 
     shutil.rmtree(work, ignore_errors=True)   # a fresh chunk store: nothing to resume from
     work.mkdir(parents=True)
@@ -32,8 +22,7 @@ def run(case, clip: Path, work: Path, *, crf: int, preset: str, chunk: int = 16,
     faces, track = pipeline.track_faces(
         seq, case.analyzer, store, hooks, mode="identity", reference=case.reference.embedding,
         threshold=case.threshold, max_faces=1, detect_every=detect_every, max_missing=12, smoothing=0.5)
-    swapped, swap = pipeline.swap_frames(seq, faces, case.source, case.swapper, store, hooks,
-                                         color_match=True, prepare=landmark_preparer(case))
+    swapped, swap = pipeline.swap_frames(seq, faces, case.source, case.swapper, case.analyzer, store, hooks)
     with VideoWriter(work / "ours.mp4", fps=video_read.probe(clip).fps_fraction, crf=crf, preset=preset) as w:
         for _, frames in swapped.iter_chunks():
             for frame in frames:

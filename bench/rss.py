@@ -115,7 +115,7 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
                  timeout: float = 4 * 3600) -> dict:
     add_tests_to_path()
     from comfy_harness import ComfyServer
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     base = work / f"server-{label}"
     shutil.rmtree(base, ignore_errors=True)

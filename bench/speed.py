@@ -24,8 +24,8 @@ REPEATS = 3
 
 def warm_up(case, clip: Path, work: Path, crf: int, preset: str) -> None:
     """First calls pay lazy model loading and per-shape setup: do them untimed, for both paths."""
-    from swapline_core import video_read
-    from swapline_core.video_write import VideoWriter
+    from swapline_core.video import read as video_read
+    from swapline_core.video.write import VideoWriter
 
     frame = next(video_read.iter_frames(clip))[1]
     out, _ = naive.process_frame(case, frame)

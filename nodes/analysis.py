@@ -6,14 +6,14 @@ import json
 import numpy as np
 from comfy_api.latest import io, ui
 
-from ..swapline_core import align as core_align
-from ..swapline_core import select as core_select
+from ..swapline_core.faces import align as core_align
+from ..swapline_core.faces import select as core_select
 from ..swapline_core.errors import NoFaceError
-from ..swapline_core.faces import FaceSet, FrameFaces
-from ..swapline_core.model_cache import cached
-from ..swapline_core.onnx_sessions import PROVIDER_CHOICES
-from ..swapline_core.paste import crop_mask
-from ..swapline_core.preview import draw_faces
+from ..swapline_core.types import FaceSet, FrameFaces
+from ..swapline_core.backends.cache import cached
+from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.faces.paste import crop_mask
+from ..swapline_core.faces.preview import draw_faces
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
@@ -26,11 +26,11 @@ BUILTIN_THRESH, SCRFD_THRESH = 0.9, 0.5
 
 def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_thresh: float = 0.0):
     if pack == BUILTIN:
-        from ..swapline_core.builtin_analyzer import BuiltinAnalyzer
+        from ..swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 
         thresh = det_thresh or BUILTIN_THRESH
         return cached("builtin-analyzer", "", (thresh,), lambda: BuiltinAnalyzer(threshold=thresh))
-    from ..swapline_core.insightface_backend import InsightFaceAnalyzer
+    from ..swapline_core.backends.insightface_pack import InsightFaceAnalyzer
 
     path = model_paths.resolve_pack(pack)
     thresh = det_thresh or SCRFD_THRESH
@@ -245,7 +245,7 @@ class PasteFaces(io.ComfyNode):
     def execute(cls, images, crops, transforms, mask_erode, mask_blur) -> io.NodeOutput:
         import cv2
 
-        from ..swapline_core.paste import apply_patches, crop_to_patch, union_mask
+        from ..swapline_core.faces.paste import apply_patches, crop_to_patch, union_mask
 
         frames = to_arrays(images)
         edited = to_arrays(crops)

@@ -1,5 +1,5 @@
 """Face ControlNet: hint images drawn from our landmarks, and a ControlNet apply with a per-block
-strength schedule and a face mask (swapline_core.face_hint / control_schedule hold the math)."""
+strength schedule and a face mask (swapline_core.diffusion.hints / control_schedule hold the math)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,8 @@ import torch
 from comfy.controlnet import ControlBase
 from comfy_api.latest import io
 
-from ..swapline_core import face_hint
-from ..swapline_core.control_schedule import BlockSchedule, apply_schedule
+from ..swapline_core.diffusion import hints as face_hint
+from ..swapline_core.diffusion.control_schedule import BlockSchedule, apply_schedule
 from ..swapline_core.errors import SwaplineError
 from .convert import preview_ui, to_image, to_mask
 from .types import CATEGORY, Faces, Transforms

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..swapline_core.faces import as_rgb_uint8
+from ..swapline_core.types import as_rgb_uint8
 
 
 def to_arrays(images: torch.Tensor) -> list[np.ndarray]:

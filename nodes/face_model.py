@@ -8,7 +8,7 @@ import re
 import folder_paths
 from comfy_api.latest import io, ui
 
-from ..swapline_core import face_model as core_fm
+from ..swapline_core.faces import identity as core_fm
 from ..swapline_core.errors import NoFaceError
 from . import model_paths
 from .convert import to_arrays

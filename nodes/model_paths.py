@@ -72,7 +72,7 @@ def analysis_roots() -> list[str]:
 
 
 def analysis_packs() -> list[str]:
-    from ..swapline_core.insightface_backend import list_packs
+    from ..swapline_core.backends.insightface_pack import list_packs
 
     seen: list[str] = []
     for root in analysis_roots():

@@ -10,11 +10,12 @@ import folder_paths
 from comfy_api.latest import io, ui
 
 from .. import swapline_core
-from ..swapline_core import audit_log, signing_config
+from ..swapline_core.provenance import audit_log
+from ..swapline_core.provenance import signing as signing_config
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.hashing import model_manifest, sha256_file
-from ..swapline_core.provenance import sign_and_verify
-from ..swapline_core.video_write import write_image
+from ..swapline_core.provenance.hashing import model_manifest, sha256_file
+from ..swapline_core.provenance.c2pa import sign_and_verify
+from ..swapline_core.video.write import write_image
 from .convert import to_arrays
 from .types import CATEGORY, FaceModel, Frames, QAReport
 from .video import encode_sequence

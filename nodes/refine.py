@@ -4,7 +4,7 @@ The face_refine workflow does this with core nodes on one IMAGE batch; this node
 steps chunk by chunk (aligned crops -> hint + face mask -> VAE encode -> sampling with the face
 ControlNet -> decode -> paste back), stores only the changed pixels as a layer and resumes at
 the first missing chunk, so memory stays flat on long clips. Geometry lives in
-swapline_core.face_refine; sampling is ComfyUI's own (comfy.sample), so model management,
+swapline_core.diffusion.refine; sampling is ComfyUI's own (comfy.sample), so model management,
 samplers, schedulers and patches (LoRA, ...) behave as in KSampler.
 """
 from __future__ import annotations
@@ -16,12 +16,16 @@ import comfy.samplers
 import torch
 from comfy_api.latest import io
 
-from ..swapline_core import face_hint, face_refine, pipeline
-from ..swapline_core.align import CROP_SIZES
-from ..swapline_core.chunk_store import stage_key
-from ..swapline_core.control_schedule import BlockSchedule
+from ..swapline_core.diffusion import hints as face_hint
+
+from ..swapline_core.diffusion import refine as face_refine
+
+from ..swapline_core.video import stages as pipeline
+from ..swapline_core.faces.align import CROP_SIZES
+from ..swapline_core.video.store import faces_key, model_stamp, stage_key
+from ..swapline_core.diffusion.control_schedule import BlockSchedule
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.frames import Layer
+from ..swapline_core.video.frames import Layer
 from . import model_paths
 from .controlnet import apply_face_control, schedule_inputs
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
@@ -173,11 +177,11 @@ class RefineFrames(io.ComfyNode):
                     "sampler": sampler_name, "scheduler": scheduler, "denoise": round(denoise, 4),
                     "mask": [mask_erode, mask_blur], "hint": hint_format if use_control else None,
                     "control_strength": control_strength if use_control else 0, "schedule": schedule.to_json()}
-        key = stage_key("refine", frames.key, pipeline.faces_key(faces), fingerprint_model(model),
+        key = stage_key("refine", frames.key, faces_key(faces), fingerprint_model(model),
                         fingerprint_conditioning(positive), fingerprint_conditioning(negative),
                         fingerprint_module(vae.first_stage_model),
                         fingerprint_module(control_net.control_model) if use_control else None,
-                        pipeline.model_stamp(analyzer) if lacking else None, settings)
+                        model_stamp(analyzer) if lacking else None, settings)
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         refined = [0]

@@ -5,12 +5,12 @@ import json
 
 from comfy_api.latest import io
 
-from ..swapline_core import pipeline
+from ..swapline_core.video import stages as pipeline
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.faces import FaceSet
-from ..swapline_core.model_cache import cached
-from ..swapline_core.paste import apply_patches, union_mask
-from ..swapline_core.restore import load_restorer
+from ..swapline_core.types import FaceSet
+from ..swapline_core.backends.cache import cached
+from ..swapline_core.faces.paste import apply_patches, union_mask
+from ..swapline_core.backends.restorers import load_restorer
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Faces, Frames, Restorer

@@ -6,10 +6,11 @@ import json
 from comfy_api.latest import io
 
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.faces import FaceSet, SourceIdentity
-from ..swapline_core.model_cache import cached
-from ..swapline_core.onnx_sessions import PROVIDER_CHOICES
-from ..swapline_core.paste import MASK_KINDS, apply_patches, union_mask
+from ..swapline_core.types import FaceSet
+from ..swapline_core.backends.cache import cached
+from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.faces.paste import MASK_KINDS, union_mask
+from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
 from . import model_paths
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, FaceModel, Faces, Swapper
@@ -26,11 +27,11 @@ def swapper_files() -> list[str]:
 def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, mask_blur: float):
     settings = (provider, mask_kind, mask_erode, mask_blur)
     if name == CLASSICAL:
-        from ..swapline_core.classical_swap import ClassicalSwapper
+        from ..swapline_core.backends.classical import ClassicalSwapper
 
         return cached("classical-swapper", "", settings,
                       lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
-    from ..swapline_core.inswapper import InSwapper
+    from ..swapline_core.backends.inswapper import InSwapper
 
     path = model_paths.resolve(model_paths.INSIGHTFACE, name)
     return cached("inswapper", path, settings, lambda: InSwapper(path, provider, mask_kind, mask_erode, mask_blur))
@@ -70,35 +71,6 @@ class SwapperLoader(io.ComfyNode):
         return io.NodeOutput(load_swapper(swapper, provider, mask, mask_erode, mask_blur))
 
 
-def prepare_landmarks(swapper, analyzer, frames, faces, source: SourceIdentity) -> None:
-    """The classical swapper warps 68-point meshes: fill the ones the detector did not give."""
-    if not swapper.needs_landmarks:
-        return
-    if analyzer is None or not analyzer.supports_landmarks:
-        raise SwaplineError(f"the {swapper.name} swapper needs 68-point landmarks; use the built-in analyzer "
-                             "or an InsightFace pack with 1k3d68.onnx")
-    missing = [[f for f in fs if f.landmarks is None] for fs in faces]
-    if any(missing):
-        analyzer.landmarks68(frames, missing)
-    if source.face is None or source.image is None:
-        raise SwaplineError("this face model holds no source image, which the classical swapper warps; "
-                            "rebuild it with Build Face Model")
-    if source.face.landmarks is None:
-        analyzer.landmarks68([source.image], [[source.face]])
-
-
-def swap_frames(swapper, analyzer, frames, faces, source, color_match: bool):
-    """Swap one chunk: returns (frames, masks, per-face records)."""
-    prepare_landmarks(swapper, analyzer, frames, faces, source)
-    patches = swapper.swap(frames, faces, source)
-    out, masks, records = [], [], []
-    for frame, fs, ps in zip(frames, faces, patches):
-        out.append(apply_patches(frame, ps, color=color_match) if ps else frame)
-        masks.append(union_mask(frame.shape[:2], ps))
-        records.append([{"bbox": [round(float(v), 1) for v in f.bbox], **p.info} for f, p in zip(fs, ps)])
-    return out, masks, records
-
-
 class SwapFaces(io.ComfyNode):
     @classmethod
     def define_schema(cls):
@@ -132,10 +104,17 @@ class SwapFaces(io.ComfyNode):
         out, masks, records = [], [], []
         for s in range(0, len(frames), CHUNK):
             check_interrupt()
-            o, m, r = swap_frames(swapper, faces.analyzer, frames[s:s + CHUNK], per_frame[s:s + CHUNK], face_model, color_match)
-            out += o
-            masks += m
-            records += r
-            pbar.update(len(o))
-        report = json.dumps([{"frame": i, "status": "swapped" if r else "no_face", "faces": r} for i, r in enumerate(records)])
+            res = swap_chunk(swapper, faces.analyzer, frames[s:s + CHUNK], per_frame[s:s + CHUNK], face_model,
+                             SwapOptions(color_match=color_match))
+            out += res.frames
+            masks += [union_mask(f.shape[:2], ps) for f, ps in zip(res.frames, res.patches)]
+            records += res.records
+            pbar.update(len(res.frames))
+        report = json.dumps([{"frame": i, "status": _frame_status(r), "faces": r} for i, r in enumerate(records)])
         return io.NodeOutput(to_image(out), to_mask(masks), report)
+
+
+def _frame_status(records: list[dict]) -> str:
+    if not records:
+        return "no_face"
+    return "swapped" if any(r.get("status") == "swapped" for r in records) else "skipped"

@@ -1,5 +1,5 @@
 """Tiled VAE encode: exact tiling for SD-class VAEs, so large frames and long clips encode in
-bounded memory without core tiling's content-following latent shift (swapline_core.tiled_vae)."""
+bounded memory without core tiling's content-following latent shift (swapline_core.diffusion.tiled_vae)."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +8,7 @@ import math
 import torch
 from comfy_api.latest import io
 
-from ..swapline_core import tiled_vae
+from ..swapline_core.diffusion import tiled_vae
 from ..swapline_core.errors import SwaplineError
 from .convert import check_interrupt, preview_ui, progress, to_image
 from .types import CATEGORY, Frames

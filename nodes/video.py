@@ -8,12 +8,14 @@ import os
 import folder_paths
 from comfy_api.latest import io, ui
 
-from ..swapline_core import pipeline, video_read
+from ..swapline_core.video import stages as pipeline
+
+from ..swapline_core.video import read as video_read
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.frames import FrameSequence
+from ..swapline_core.video.frames import FrameSequence
+from ..swapline_core.swap.chunk import SwapOptions
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
-from .swap import prepare_landmarks
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, Swapper
 
 VIDEO_EXTS = {".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v", ".gif", ".webp", ".apng"}
@@ -177,11 +179,9 @@ class SwapFrames(io.ComfyNode):
 
     @classmethod
     def execute(cls, frames, faces, face_model, swapper, color_match) -> io.NodeOutput:
-        def prepare(chunk_frames, chunk_faces):
-            prepare_landmarks(swapper, faces.analyzer, chunk_frames, chunk_faces, face_model)
-
-        out, report = pipeline.swap_frames(frames, faces, face_model, swapper, model_paths.swapline_cache_dir(),
-                                           _hooks(frames.count), color_match=color_match, prepare=prepare)
+        out, report = pipeline.swap_frames(frames, faces, face_model, swapper, faces.analyzer,
+                                           model_paths.swapline_cache_dir(), _hooks(frames.count),
+                                           SwapOptions(color_match=color_match))
         text = json.dumps(report.to_json())
         return io.NodeOutput(out, text, ui=preview_ui(cls, swap=report.to_json()))
 
@@ -217,7 +217,7 @@ class SaveVideo(io.ComfyNode):
 
 def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, preset: str, audio: bool):
     """Stream a sequence into an MP4 in the output folder; returns (path, subfolder, file, summary)."""
-    from ..swapline_core.video_write import VideoWriter
+    from ..swapline_core.video.write import VideoWriter
 
     out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
         filename_prefix, folder_paths.get_output_directory(), frames.width, frames.height)
@@ -296,8 +296,8 @@ class ImageToFrames(io.ComfyNode):
     def execute(cls, images, fps, chunk, reference=None) -> io.NodeOutput:
         from dataclasses import replace
 
-        from ..swapline_core.chunk_store import stage_key
-        from ..swapline_core.video_write import write_image
+        from ..swapline_core.video.store import stage_key
+        from ..swapline_core.video.write import write_image
         from .convert import to_arrays
 
         arrays = to_arrays(images)

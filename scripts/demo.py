@@ -28,8 +28,8 @@ def before_after(source: Path, result: Path, n: int = 4) -> Path:
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from swapline_core.video_read import probe, read_frames
-    from swapline_core.video_write import write_image
+    from swapline_core.video.read import probe, read_frames
+    from swapline_core.video.write import write_image
 
     count = probe(source).frame_count
     picks = [int(i) for i in np.linspace(0, count - 1, n)]

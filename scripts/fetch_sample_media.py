@@ -89,7 +89,7 @@ def _write_tone(path: Path, seconds: float, rate: int = 44100) -> None:
 
 def make_assets(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> list[Path]:
     sys.path.insert(0, str(ROOT))
-    from swapline_core.video_io import VideoWriter, iter_frames, probe
+    from swapline_core.video import VideoWriter, iter_frames, probe
 
     out.mkdir(parents=True, exist_ok=True)
     webp = media / "api_kling_avatar2-1.webp"

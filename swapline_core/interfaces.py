@@ -7,12 +7,11 @@ QA) talk only to these interfaces, so each backend stays a small module of its o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from .faces import Face, SourceIdentity
+from .types import Face, SourceIdentity, SwapPatch
 
 
 class FaceAnalyzer(ABC):
@@ -40,14 +39,6 @@ class FaceAnalyzer(ABC):
         """(role, path) of every weight file used, for provenance and cache keys."""
         return []
 
-
-@dataclass
-class SwapPatch:
-    """A swapped face as a patch: ``pixels`` replaces the frame inside ``region`` by ``mask``."""
-    region: tuple[int, int, int, int]     # x0, y0, x1, y1 (clipped to the frame)
-    pixels: np.ndarray                    # (h, w, 3) float32 in 0..255
-    mask: np.ndarray                      # (h, w) float32 in 0..1; 0 leaves the frame untouched
-    info: dict = field(default_factory=dict)
 
 
 class FaceSwapper(ABC):

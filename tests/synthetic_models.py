@@ -282,7 +282,7 @@ def derive_landmark_layout():
     sys.path.insert(0, str(REPO / "tests"))
     from media import HANKS, SAMPLES, T1, insightface_image, rgb
 
-    from swapline_core.builtin_analyzer import BuiltinAnalyzer
+    from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 
     analyzer, shapes = BuiltinAnalyzer(), []
     for path in (SAMPLES / "target_reference.png", insightface_image(HANKS), insightface_image(T1)):

@@ -39,7 +39,7 @@ def small(prompt: dict = API) -> dict:
 
 
 def test_face_refine_runs_and_changes_only_the_faces(staged):
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     p = small()
     paste, frames = node_of(p, "SwaplinePasteFaces"), node_of(p, "SwaplineFramesToImage")
@@ -123,7 +123,7 @@ def test_hint_needing_landmarks_explains_what_to_do(staged):
 def test_refine_faces_in_frames_streams_a_clip_through_a_real_server(staged):
     """The streaming node in a real prompt: tracked faces of 4 frames, chunks of 2, the same
     core loaders; the MP4 keeps the frame count, fps and audio, and a re-queue is resumed."""
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     refine = {
         "1": {"class_type": "SwaplineLoadVideo",
@@ -161,7 +161,7 @@ def test_video_swap_refine_workflow_runs_swap_refine_qa_and_signing(staged):
     refine on the stand-in SD1.5 set, QA over the refined frames, signed MP4."""
     import shutil as _shutil
 
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     for name, src in {"swapline_source_face.png": "source_face.png",
                       "swapline_target_reference.png": "target_reference.png"}.items():

@@ -90,7 +90,7 @@ def test_bad_restorer_file_gives_clear_error(comfy, models_dir, tmp_path, role, 
 
 
 def test_restore_frames_on_a_clip(comfy):
-    from swapline_core.video_read import iter_frames
+    from swapline_core.video.read import iter_frames
 
     clip = SAMPLES / "kling_avatar_clip.mp4"
     shutil.copy(clip, comfy.base_dir / "input" / "swapline_restore_clip.mp4")

@@ -35,13 +35,13 @@ def saved_video(server: ComfyServer, hist: dict) -> Path:
 
 
 def decode(path: Path) -> list[np.ndarray]:
-    from swapline_core.video_read import iter_frames
+    from swapline_core.video.read import iter_frames
 
     return [f for _, f in iter_frames(path)]
 
 
 def test_builtin_video_swap_workflow(comfy):
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     stage_inputs(comfy)
     hist = comfy.run(load_api("video_swap_builtin"))
@@ -67,7 +67,7 @@ def test_builtin_video_swap_workflow(comfy):
     assert "qa" in Path(qa["report_file"]).name
 
     # C2PA: signed, read back intact, both ingredients and the QA assertion present
-    from swapline_core.provenance import verify_media
+    from swapline_core.provenance.c2pa import verify_media
 
     signing = next(d["swapline_signing"][0] for d in hist["outputs"].values() if "swapline_signing" in d)
     assert signing["status"] == "dev certificate" and signing["results"][0]["signed"], signing
@@ -77,8 +77,8 @@ def test_builtin_video_swap_workflow(comfy):
     assert check.qa
 
     # audit log: one parseable line for this job with the output's hash
-    from swapline_core.audit_log import read_audit_log
-    from swapline_core.hashing import sha256_file
+    from swapline_core.provenance.audit_log import read_audit_log
+    from swapline_core.provenance.hashing import sha256_file
 
     log = read_audit_log(comfy.base_dir / "output" / "swapline_audit.jsonl")
     assert any(r["output_sha256"] == sha256_file(out) and r["job_id"] == hist["_prompt_id"] for r in log.records)
@@ -101,7 +101,7 @@ def test_corrupt_video_gives_clear_error(comfy, tmp_path):
 
 def test_clip_without_faces_keeps_every_frame_unchanged(comfy, tmp_path):
     """No face anywhere: explicit no_face records, frame count and pixels preserved."""
-    from swapline_core.video_write import VideoWriter
+    from swapline_core.video.write import VideoWriter
 
     clip = comfy.base_dir / "input" / "swapline_noface.mp4"
     rng = np.random.default_rng(0)
@@ -124,8 +124,8 @@ def test_clip_without_faces_keeps_every_frame_unchanged(comfy, tmp_path):
 
 def _long_clip(tmp: Path) -> Path:
     """The sample forwards then backwards (96 frames) so an interruption lands mid-run."""
-    from swapline_core.video_read import iter_frames, probe
-    from swapline_core.video_write import VideoWriter
+    from swapline_core.video.read import iter_frames, probe
+    from swapline_core.video.write import VideoWriter
 
     frames = [f for _, f in iter_frames(CLIP)]
     path = tmp / "long.mp4"
@@ -186,7 +186,7 @@ def test_killed_server_resumes_from_finished_chunks(tmp_path, models_dir):
         got = decode(saved_video(restarted, hist))
     finally:
         restarted.stop()
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     assert len(got) == len(expected) == probe(clip).frame_count
     assert all(np.array_equal(a, b) for a, b in zip(got, expected)), "resumed output differs from uninterrupted run"

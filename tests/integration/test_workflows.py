@@ -76,7 +76,7 @@ def test_image_swap_neural_api_workflow_runs(staged):
 
 
 def test_video_swap_neural_api_workflow_runs(staged):
-    from swapline_core.video_read import probe
+    from swapline_core.video.read import probe
 
     api = json.loads((REPO / "workflows" / "api" / "video_swap.json").read_text())
     hist = staged.run(api)

@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from swapline_core import audit_log as al  # noqa: E402
-from swapline_core.hashing import sha256_file  # noqa: E402
+from swapline_core.provenance import audit_log as al  # noqa: E402
+from swapline_core.provenance.hashing import sha256_file  # noqa: E402
 
 
 def job(i: int, **extra) -> dict:
@@ -82,7 +82,7 @@ def test_missing_log_reads_empty(tmp_path):
 CHILD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from swapline_core import audit_log as al
+from swapline_core.provenance import audit_log as al
 path, pad = sys.argv[2], "x" * int(sys.argv[3])
 i = 0
 while True:

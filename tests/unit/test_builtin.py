@@ -14,11 +14,11 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from swapline_core import builtin_models as bm  # noqa: E402
-from swapline_core.builtin_analyzer import (SAME_PERSON_DISTANCE, BuiltinAnalyzer,  # noqa: E402
+from swapline_core.backends import builtin_models as bm  # noqa: E402
+from swapline_core.backends.builtin_analyzer import (SAME_PERSON_DISTANCE, BuiltinAnalyzer,  # noqa: E402
                                             distance, similarity)
-from swapline_core.classical_swap import ClassicalSwapper, delaunay  # noqa: E402
-from swapline_core.faces import Face, SourceIdentity  # noqa: E402
+from swapline_core.backends.classical import ClassicalSwapper, delaunay  # noqa: E402
+from swapline_core.types import Face, SourceIdentity  # noqa: E402
 
 
 def _insightface_image(name: str) -> np.ndarray:

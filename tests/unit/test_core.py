@@ -4,12 +4,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swapline_core import align, paste, select
-from swapline_core.chunk_store import ChunkStore
-from swapline_core.faces import Face, SourceIdentity, as_rgb_uint8, l2_normalise
-from swapline_core.frames import apply_layer_chunk, encode_diff_chunk, encode_layer_chunk
-from swapline_core.interfaces import SwapPatch
-from swapline_core.tracking import OneEuro, iou
+from swapline_core.faces import align
+
+from swapline_core.faces import paste
+
+from swapline_core.faces import select
+from swapline_core.video.store import ChunkStore
+from swapline_core.types import Face, SourceIdentity, as_rgb_uint8, l2_normalise
+from swapline_core.video.frames import apply_layer_chunk, encode_diff_chunk, encode_layer_chunk
+from swapline_core.types import SwapPatch
+from swapline_core.faces.tracking import OneEuro, iou
 
 KPS = np.array([[60, 70], [100, 68], [80, 90], [64, 112], [98, 110]], np.float32)
 
@@ -71,7 +75,7 @@ def test_selection_modes():
 
 
 def test_face_model_roundtrip(tmp_path):
-    from swapline_core import face_model
+    from swapline_core.faces import identity as face_model
 
     img = np.zeros((50, 50, 3), np.uint8)
     f = face(emb=l2_normalise(np.ones(8, np.float32)))
@@ -124,7 +128,7 @@ def test_inswapper_rejects_wrong_signature(tmp_path):
     from synthetic_models import build_bad_models
 
     from swapline_core.errors import BadModelError
-    from swapline_core.inswapper import InSwapper
+    from swapline_core.backends.inswapper import InSwapper
 
     bad = build_bad_models(tmp_path)
     path = next(p for p in (bad.values() if isinstance(bad, dict) else bad) if str(p).endswith("not_a_swapper.onnx"))
@@ -134,7 +138,7 @@ def test_inswapper_rejects_wrong_signature(tmp_path):
 
 def test_inswapper_needs_arcface_identity(models_dir):
     from swapline_core.errors import SwaplineError
-    from swapline_core.inswapper import InSwapper
+    from swapline_core.backends.inswapper import InSwapper
 
     sw = InSwapper(str(models_dir / "insightface" / "inswapper_128.onnx"), "CPU")
     dlib_like = SourceIdentity(embedding=l2_normalise(np.ones(128, np.float32)), recognizer="dlib_resnet_v1")

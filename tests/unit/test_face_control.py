@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from swapline_core import face_hint
-from swapline_core.align import estimate_norm, template, transform_points
-from swapline_core.builtin_analyzer import BuiltinAnalyzer
-from swapline_core.control_schedule import (
+from swapline_core.diffusion import hints as face_hint
+from swapline_core.faces.align import estimate_norm, template, transform_points
+from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+from swapline_core.diffusion.control_schedule import (
     BlockSchedule,
     apply_schedule,
     match_batch,
@@ -169,8 +169,8 @@ def test_masks_follow_the_sampler_batch_layout():
 
 
 def test_overlay_images_keeps_timing_audio_and_untouched_pixels(tmp_path):
-    from swapline_core import pipeline
-    from swapline_core.frames import FrameSequence
+    from swapline_core.video import stages as pipeline
+    from swapline_core.video.frames import FrameSequence
 
     clip = SAMPLE.parent / "kling_avatar_clip.mp4"
     seq = FrameSequence.open(str(clip), start=3, count=10, chunk=4)

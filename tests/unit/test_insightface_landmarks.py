@@ -14,7 +14,7 @@ from media import SAMPLES, rgb
 from synthetic_models import MODEL_FILES, build_models
 
 from swapline_core.errors import MissingModelError
-from swapline_core.insightface_backend import LANDMARK_TASK, InsightFaceAnalyzer
+from swapline_core.backends.insightface_pack import LANDMARK_TASK, InsightFaceAnalyzer
 
 CPU = ["CPUExecutionProvider"]
 

@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 
-from swapline_core import provenance as prov  # noqa: E402
-from swapline_core import signing_config as sc  # noqa: E402
-from swapline_core.hashing import sha256_file  # noqa: E402
+from swapline_core.provenance import c2pa as prov  # noqa: E402
+from swapline_core.provenance import signing as sc  # noqa: E402
+from swapline_core.provenance.hashing import sha256_file  # noqa: E402
 
 UNTRUSTED = "signingCredential.untrusted"
 

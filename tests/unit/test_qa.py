@@ -12,12 +12,18 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core import face_model, pipeline, qa  # noqa: E402
-from swapline_core.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
-from swapline_core.classical_swap import ClassicalSwapper  # noqa: E402
-from swapline_core.frames import FrameSequence  # noqa: E402
-from swapline_core.interfaces import FaceSwapper, SwapPatch  # noqa: E402
-from swapline_core.qa_plot import plot_report  # noqa: E402
+from swapline_core.faces import identity as face_model  # noqa: E402
+
+from swapline_core.video import stages as pipeline  # noqa: E402
+
+from swapline_core.qa import gate as qa  # noqa: E402
+from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
+from swapline_core.backends.classical import ClassicalSwapper  # noqa: E402
+from swapline_core.video.frames import FrameSequence  # noqa: E402
+from swapline_core.interfaces import FaceSwapper
+from swapline_core.types import SwapPatch  # noqa: E402
+from swapline_core.swap.chunk import SwapOptions  # noqa: E402
+from swapline_core.qa.plot import plot_report  # noqa: E402
 
 CLIP = ROOT / "assets" / "samples" / "kling_avatar_clip.mp4"
 SOURCE = ROOT / "assets" / "samples" / "source_face.png"
@@ -74,10 +80,7 @@ def tracked(analyzer, store):
 
 
 def swap(seq, faces, source, analyzer, store, swapper, **kw):
-    def prepare(frames, chunk_faces):
-        analyzer.landmarks68(frames, [[f for f in fs if f.landmarks is None] for fs in chunk_faces])
-
-    out, _ = pipeline.swap_frames(seq, faces, source, swapper, store, pipeline.Hooks(), prepare=prepare, **kw)
+    out, _ = pipeline.swap_frames(seq, faces, source, swapper, analyzer, store, pipeline.Hooks(), SwapOptions(**kw))
     return out
 
 

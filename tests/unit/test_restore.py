@@ -12,11 +12,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.align import template  # noqa: E402
+from swapline_core.faces.align import template  # noqa: E402
 from swapline_core.errors import BadModelError, MissingModelError  # noqa: E402
-from swapline_core.faces import Face, FaceSet, FrameFaces  # noqa: E402
-from swapline_core.paste import apply_patches, union_mask  # noqa: E402
-from swapline_core.restore import FaceRestorer, load_restorer  # noqa: E402
+from swapline_core.types import Face, FaceSet, FrameFaces  # noqa: E402
+from swapline_core.faces.paste import apply_patches, union_mask  # noqa: E402
+from swapline_core.backends.restorers import FaceRestorer, load_restorer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -183,8 +183,8 @@ def test_half_weight_blends(inverter):
 
 
 def test_restore_frames_stage_resumes(inverter, tmp_path):
-    from swapline_core import pipeline
-    from swapline_core.frames import FrameSequence
+    from swapline_core.video import stages as pipeline
+    from swapline_core.video.frames import FrameSequence
 
     folder = tmp_path / "clip"
     folder.mkdir()

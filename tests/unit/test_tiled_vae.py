@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from inprocess import import_pack, setup_comfy  # noqa: E402
 
-from swapline_core import tiled_vae as tv  # noqa: E402
+from swapline_core.diffusion import tiled_vae as tv  # noqa: E402
 
 setup_comfy()
 

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core import video_io as vio  # noqa: E402
+from swapline_core import video as vio  # noqa: E402
 
 NTSC = Fraction(30000, 1001)
 BITS = 8          # frame numbers are stamped as 8 big black/white squares

@@ -1,0 +1,189 @@
+"""Face analysis with models that ship inside pip packages: MTCNN boxes + dlib landmarks/descriptor.
+
+Works on any machine with no model downloads, so the pack is usable before the user adds an
+InsightFace pack. Detection is facenet-pytorch's MTCNN; landmarks and identity come from dlib.
+
+Facts this module relies on (checked on facenet-pytorch 2.5.3, dlib 20.0, numpy 2):
+- MTCNN's five points are left eye, right eye, nose, left mouth, right mouth with the
+  *image*-left point first (also on mirrored images), the same order as InsightFace's.
+- ``MTCNN.detect`` on a 4-D array returns object arrays; an image without faces gives ``None``.
+  Batched input must be one size (it raises otherwise), so frames are grouped by shape and
+  sent in chunks of ``batch_size``; a batch gives the same boxes as single frames.
+- dlib's 68-point predictor was trained on dlib HOG boxes, which are tighter than MTCNN boxes
+  and upright. Feeding it the raw MTCNN box fails on rolled heads (mean eye/nose/mouth error
+  0.5 inter-ocular on t1.jpg's tilted face); running it on a roll-corrected chip with a box
+  derived from the five points brings that to 0.1 and leaves frontal faces unchanged.
+
+Distances: dlib's documented rule is "same person when the raw descriptors are < 0.6 apart".
+Raw descriptors are NOT unit length (norms 1.36-1.57 on t1.jpg), and we store L2-normalised
+ones, so distances shrink by ~1/1.5: on t1.jpg, different people are 0.41-0.65 apart (raw
+0.62-0.91) and the same face mirrored, shrunk to 0.7x and JPEG'd at quality 40 is 0.14-0.24
+away. The normalised rule is therefore ``distance < 0.4`` (:data:`SAME_PERSON_DISTANCE`).
+For unit vectors ``distance**2 == 2 - 2 * cosine``, so 0.4 is a cosine similarity of 0.92;
+see :func:`distance` and :func:`similarity`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from . import builtin_models as bm
+from ..types import Face, as_rgb_uint8, l2_normalise
+from ..interfaces import FaceAnalyzer
+
+# dlib's raw-descriptor threshold 0.6, rescaled to normalised vectors (module docstring).
+SAME_PERSON_DISTANCE = 0.4
+
+# Landmark chip geometry, in units of the eye-mid to mouth-mid distance: fitted to where dlib's
+# HOG detector puts its box on roll-corrected chips of t1.jpg/Tom Hanks (box 2.1-2.6 units wide,
+# centred 0.06 units above the centroid of the five points). Small faces are upscaled to 50 px
+# per unit; large ones keep their resolution, since dlib returns integer points on the chip.
+_CHIP_MIN_UNIT = 50.0
+_CHIP_SIZE = 4.0
+_CHIP_BOX = 2.2
+_CHIP_BOX_DY = -0.06
+
+
+def distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distance between normalised dlib embeddings (same person below ~0.4)."""
+    return np.linalg.norm(np.asarray(a, np.float32) - np.asarray(b, np.float32), axis=-1)
+
+
+def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity; for unit vectors ``similarity = 1 - distance**2 / 2``."""
+    return np.sum(np.asarray(a, np.float32) * np.asarray(b, np.float32), axis=-1)
+
+
+class BuiltinAnalyzer(FaceAnalyzer):
+    name = "builtin"
+    recognizer_name = "dlib_resnet_v1"
+    embedding_dim = 128
+    supports_landmarks = True
+
+    def __init__(self, threshold: float = 0.9, min_face_size: int = 20, batch_size: int = 8,
+                 device: str = "cpu", num_jitters: int = 0) -> None:
+        super().__init__()
+        self.threshold = float(threshold)
+        self.min_face_size = int(min_face_size)
+        self.batch_size = max(1, int(batch_size))
+        self.device = device
+        self.num_jitters = int(num_jitters)
+        # Per image of the last detect() call: faces dropped and why, for QA reports.
+        self.skipped: list[list[dict]] = []
+        self.providers = {"mtcnn": [f"torch:{device}"], "dlib": ["dlib:cpu"]}
+
+    # -- detection ---------------------------------------------------------------------------
+    def detect(self, images: Sequence[np.ndarray]) -> list[list[Face]]:
+        rgb = [as_rgb_uint8(im) for im in images]
+        # MTCNN's pyramid stops at its min size; 12 px is the smallest its PNet can see.
+        model = bm.mtcnn(min_face_size=max(12, self.min_face_size), device=self.device)
+        out: list[list[Face]] = [[] for _ in rgb]
+        self.skipped = [[] for _ in rgb]
+        groups: dict[tuple, list[int]] = {}
+        for i, im in enumerate(rgb):
+            groups.setdefault(im.shape, []).append(i)
+        for indices in groups.values():
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start:start + self.batch_size]
+                # Always 4-D, so MTCNN returns per-image results even for a single frame.
+                boxes, probs, points = model.detect(np.stack([rgb[i] for i in chunk]),
+                                                    landmarks=True)
+                for j, i in enumerate(chunk):
+                    out[i] = self._faces(boxes[j], probs[j], points[j], self.skipped[i])
+        return out
+
+    def _faces(self, boxes, probs, points, skipped: list[dict]) -> list[Face]:
+        if boxes is None:
+            return []
+        boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+        probs = np.asarray(probs, np.float32).reshape(-1)
+        points = np.asarray(points, np.float32).reshape(-1, 5, 2)
+        faces = []
+        for box, prob, kps in zip(boxes, probs, points):
+            size = float(min(box[2] - box[0], box[3] - box[1]))
+            reason = None
+            if prob < self.threshold:
+                reason = f"score {prob:.3f} below threshold {self.threshold:g}"
+            elif size < self.min_face_size:
+                reason = f"face {size:.0f} px, smaller than min_face_size {self.min_face_size}"
+            if reason:
+                skipped.append({"bbox": [round(float(v), 1) for v in box],
+                                "score": round(float(prob), 4), "reason": reason})
+                continue
+            faces.append(Face(bbox=box.copy(), kps=kps.copy(), score=float(prob)))
+        faces.sort(key=lambda f: -f.score)
+        return faces
+
+    # -- landmarks ---------------------------------------------------------------------------
+    def landmarks68(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+        predictor = bm.shape_predictor("shape68")
+        dlib = bm.import_dlib()
+        for image, image_faces in zip(images, faces):
+            if not image_faces:
+                continue
+            rgb = as_rgb_uint8(image)
+            for face in image_faces:
+                face.landmarks = _landmarks_on_chip(rgb, face.kps, predictor, dlib)
+
+    # -- identity ----------------------------------------------------------------------------
+    def embed(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+        """Fill embeddings; also fills ``face.landmarks`` where missing (dlib aligns on them)."""
+        dlib = bm.import_dlib()
+        recognizer = bm.face_recognizer()
+        batch_imgs, batch_dets, batch_faces = [], [], []
+        for image, image_faces in zip(images, faces):
+            if not image_faces:
+                continue
+            rgb = as_rgb_uint8(image)
+            todo = [f for f in image_faces if f.landmarks is None]
+            if todo:
+                self.landmarks68([rgb], [todo])
+            dets = dlib.full_object_detections()
+            for face in image_faces:
+                dets.append(_to_dlib_shape(face.landmarks, dlib))
+            batch_imgs.append(rgb)
+            batch_dets.append(dets)
+            batch_faces.append(image_faces)
+        if not batch_imgs:
+            return
+        # One call for every face of every frame: dlib batches the ResNet forward passes.
+        vectors = recognizer.compute_face_descriptor(batch_imgs, batch_dets, self.num_jitters)
+        for image_faces, image_vectors in zip(batch_faces, vectors):
+            for face, vec in zip(image_faces, image_vectors):
+                face.embedding = l2_normalise(np.asarray(vec, np.float32))
+
+    def model_files(self) -> list[tuple[str, str]]:
+        return bm.model_files()
+
+
+def _landmarks_on_chip(rgb: np.ndarray, kps: np.ndarray, predictor, dlib) -> np.ndarray:
+    """68 points for one face: predict on an upright, scale-normalised chip, map back."""
+    kps = np.asarray(kps, np.float64)
+    eyes, mouth = (kps[0] + kps[1]) / 2, (kps[3] + kps[4]) / 2
+    # Eye-mouth distance tracks face size under yaw; inter-ocular guards against pitch.
+    size = max(np.linalg.norm(eyes - mouth), 0.8 * np.linalg.norm(kps[1] - kps[0]), 1.0)
+    angle = np.degrees(np.arctan2(kps[1, 1] - kps[0, 1], kps[1, 0] - kps[0, 0]))
+    centre = kps.mean(axis=0)
+    unit = max(_CHIP_MIN_UNIT, size)
+    side = int(round(_CHIP_SIZE * unit))
+    m = cv2.getRotationMatrix2D((float(centre[0]), float(centre[1])), float(angle), unit / size)
+    m[:, 2] += side / 2.0 - centre
+    chip = cv2.warpAffine(rgb, m, (side, side), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_REPLICATE)
+    cx, cy, half = side / 2.0, side / 2.0 + _CHIP_BOX_DY * unit, _CHIP_BOX * unit / 2.0
+    rect = dlib.rectangle(int(round(cx - half)), int(round(cy - half)),
+                          int(round(cx + half)), int(round(cy + half)))
+    shape = predictor(chip, rect)
+    pts = np.array([[p.x, p.y] for p in shape.parts()], np.float64)
+    inv = cv2.invertAffineTransform(m)
+    return (pts @ inv[:, :2].T + inv[:, 2]).astype(np.float32)
+
+
+def _to_dlib_shape(landmarks: np.ndarray, dlib):
+    pts = np.rint(np.asarray(landmarks, np.float64)).astype(np.int64)
+    x0, y0 = pts.min(axis=0)
+    x1, y1 = pts.max(axis=0)
+    parts = dlib.points([dlib.point(int(x), int(y)) for x, y in pts])
+    return dlib.full_object_detection(dlib.rectangle(int(x0), int(y0), int(x1), int(y1)), parts)

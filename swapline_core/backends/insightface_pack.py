@@ -1,0 +1,242 @@
+"""InsightFace analysis packs (buffalo_l, antelopev2, any detector + recognizer folder).
+
+Models are routed by insightface's own loader (the shape-based router, or the task manifest of
+insightface 2.x packs), so a user's real files take exactly the path our tests take. We never
+let insightface download: the folder is checked first and a missing file is our clear error.
+
+68-point landmarks come from the pack's ``1k3d68.onnx`` when it has one: the router sends a
+192x192-input model with a 3309-wide output (1103 3-D points, the last 68 in iBUG order) to
+insightface's ``Landmark`` class under the task ``landmark_3d_68``, and ``Landmark.get`` crops
+the face box itself (centre of the box, side 1.5x its longer edge) and maps the points back to
+image pixels. ``2d106det.onnx`` (task ``landmark_2d_106``) is routed too but not used: nothing
+downstream reads 106-point meshes. Facts checked on insightface 2.1:
+- ``Landmark`` loads ``meanshape_68.pkl`` from the wheel's own ``data/objects`` (no download)
+  only to estimate head pose; we switch pose off (``require_pose = False``), so a wheel without
+  that file still gives landmarks and no time goes into a pose nobody reads.
+- insightface 2.1's manifest V2 knows only the detection/verification/recognition tasks:
+  ``get_model(pack, model_task="landmark_3d_68")`` raises ValueError. A manifest entry
+  ``tasks.landmark_3d_68.file`` is therefore routed by us through the shape router (which
+  insightface keeps for direct .onnx paths beside a manifest); a newer insightface that knows
+  the task is asked first.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..faces.align import warp_crops
+from ..errors import BadModelError, MissingModelError
+from ..types import Face, as_rgb_uint8, l2_normalise
+from ..interfaces import FaceAnalyzer
+from .onnx_sessions import providers_for
+
+log = logging.getLogger("swapline")
+
+LANDMARK_TASK = "landmark_3d_68"   # insightface's taskname for 1k3d68.onnx
+# (role in providers / model_files, attribute holding the model)
+_ROLES = (("detector", "detector"), ("recognizer", "recognizer"), ("genderage", "genderage"),
+          ("landmarks", "landmarker"))
+
+
+def _route(path: str, providers: list[str]):
+    from insightface.model_zoo import model_zoo
+
+    try:
+        return model_zoo.get_model(path, providers=providers)
+    except Exception as exc:  # onnxruntime raises several types for unreadable graphs
+        raise BadModelError(path, f"onnxruntime could not load it ({exc})") from exc
+
+
+class InsightFaceAnalyzer(FaceAnalyzer):
+    def __init__(self, pack_dir: str, provider: str = "auto", det_size: int = 640,
+                 det_thresh: float = 0.5):
+        super().__init__()
+        pack = Path(pack_dir)
+        if not pack.is_dir():
+            raise MissingModelError(pack.name, [str(pack.parent)],
+                                    "An analysis pack is a folder such as buffalo_l/ holding "
+                                    "det_10g.onnx and w600k_r50.onnx.")
+        self.name = pack.name
+        self.pack_dir = str(pack)
+        providers = providers_for(provider)
+        self.detector = self.recognizer = self.genderage = self.landmarker = None
+        if (pack / "manifest.json").is_file():
+            self._load_manifest_pack(pack, providers)
+        else:
+            for onnx_file in sorted(pack.glob("*.onnx")):
+                model = _route(str(onnx_file), providers)
+                task = getattr(model, "taskname", None)
+                if task == "detection" and self.detector is None:
+                    self.detector = model
+                elif task == "recognition" and self.recognizer is None:
+                    self.recognizer = model
+                elif task == "genderage" and self.genderage is None:
+                    self.genderage = model
+                elif task == LANDMARK_TASK and self.landmarker is None:
+                    self.landmarker = model
+                # landmark_2d_106 (2d106det.onnx) and anything else: routed, not used
+        if self.detector is None:
+            raise MissingModelError("a detector ONNX (e.g. det_10g.onnx)", [str(pack)],
+                                    "The pack folder has no file insightface routes to a detector.")
+        self.detector.prepare(0, input_size=(det_size, det_size), det_thresh=det_thresh)
+        self.det_thresh = det_thresh
+        if self.landmarker is not None:
+            self.landmarker.require_pose = False   # pose is unused; see the module docstring
+        for role, attr in _ROLES:
+            model = getattr(self, attr)
+            if model is not None:
+                self.providers[f"{role}:{Path(model.model_file).name}"] = list(model.session.get_providers())
+        if self.recognizer is not None:
+            self.recognizer_name = f"{self.name}/{Path(self.recognizer.model_file).name}"
+            self.embedding_dim = int(self.recognizer.session.get_outputs()[0].shape[-1])
+
+    def _load_manifest_pack(self, pack: Path, providers: list[str]) -> None:
+        from insightface.model_zoo import model_zoo
+
+        for task, attr in (("detection", "detector"), ("recognition", "recognizer")):
+            try:
+                setattr(self, attr, model_zoo.get_model(str(pack), model_task=task, providers=providers))
+            except (KeyError, ValueError, FileNotFoundError) as exc:
+                if task == "detection":
+                    raise BadModelError(str(pack / "manifest.json"), f"no usable {task} task ({exc})")
+        self.landmarker = _manifest_landmarker(pack, providers)
+
+    @property
+    def supports_landmarks(self) -> bool:
+        """True only when the pack has a model insightface routes to ``landmark_3d_68``."""
+        return getattr(self, "landmarker", None) is not None
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[list[Face]]:
+        out = []
+        for img in images:
+            bboxes, kpss = self.detector.detect(np.ascontiguousarray(img[:, :, ::-1]), max_num=0)
+            faces = []
+            for i in range(bboxes.shape[0]):
+                kps = kpss[i] if kpss is not None else None
+                if kps is None:
+                    continue
+                faces.append(Face(bbox=bboxes[i, :4].astype(np.float32), kps=kps.astype(np.float32),
+                                  score=float(bboxes[i, 4])))
+            faces.sort(key=lambda f: -f.score)
+            out.append(faces)
+        if self.genderage is not None:
+            self._gender_age(images, out)
+        return out
+
+    def _gender_age(self, images, faces) -> None:
+        for img, fs in zip(images, faces):
+            bgr = np.ascontiguousarray(img[:, :, ::-1])
+            for f in fs:
+                shim = {"bbox": f.bbox}
+                gender, age = self.genderage.get(bgr, _DictFace(shim))
+                f.gender, f.age = ("M" if int(gender) == 1 else "F"), float(age)
+
+    def landmarks68(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+        """Fill ``face.landmarks`` ((68, 2) float32 image pixels, iBUG order) from 1k3d68.onnx."""
+        if self.landmarker is None:
+            raise MissingModelError("a 68-point landmark ONNX (e.g. 1k3d68.onnx)", [self.pack_dir],
+                                    "This pack has no file insightface routes to landmark_3d_68; "
+                                    "use the built-in analyzer or add buffalo_l's 1k3d68.onnx.")
+        for img, fs in zip(images, faces):
+            if not fs:
+                continue
+            bgr = np.ascontiguousarray(as_rgb_uint8(img)[:, :, ::-1])
+            for f in fs:
+                shim = _DictFace({"bbox": np.asarray(f.bbox, np.float32)})
+                pts = self.landmarker.get(bgr, shim)      # (68, 3): x, y in pixels, scaled depth
+                f.landmarks = np.ascontiguousarray(pts[-68:, :2], dtype=np.float32)
+
+    def embed(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+        if self.recognizer is None:
+            raise MissingModelError("a recognizer ONNX (e.g. w600k_r50.onnx)", [self.pack_dir],
+                                    "Identity selection and face models need a recognizer.")
+        crops, owners = [], []
+        size = int(self.recognizer.input_size[0])
+        for img, fs in zip(images, faces):
+            if not fs:
+                continue
+            c, _ = warp_crops(img, fs, size, "arcface")
+            crops.extend(np.ascontiguousarray(x[:, :, ::-1]) for x in c)  # get_feat swaps BGR->RGB
+            owners.extend(fs)
+        if not crops:
+            return
+        feats = np.concatenate([self.recognizer.get_feat(crops[i:i + 32])
+                                for i in range(0, len(crops), 32)])
+        for f, e in zip(owners, l2_normalise(feats)):
+            f.embedding = e
+
+    def model_files(self) -> list[tuple[str, str]]:
+        return [(role, getattr(self, attr).model_file) for role, attr in _ROLES
+                if getattr(self, attr) is not None]
+
+
+def _manifest_landmarker(pack: Path, providers: list[str]):
+    """The manifest's landmark_3d_68 model, or None; an optional extra never fails the pack."""
+    from insightface.model_zoo import model_zoo
+
+    try:  # a future insightface whose manifests know the task
+        model = model_zoo.get_model(str(pack), model_task=LANDMARK_TASK, providers=providers)
+        if getattr(model, "taskname", None) == LANDMARK_TASK and hasattr(model, "get"):
+            return model
+    except (ValueError, KeyError, TypeError, OSError, RuntimeError, AssertionError) as exc:
+        # insightface 2.1: ValueError("model_task must be one of [...]")
+        log.debug("insightface has no manifest task %s (%s); reading the manifest ourselves", LANDMARK_TASK, exc)
+    manifest = pack / "manifest.json"
+    try:
+        entry = json.loads(manifest.read_text(encoding="utf-8")).get("tasks", {}).get(LANDMARK_TASK)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if entry is None:
+        return None
+    why = None
+    rel = entry.get("file") if isinstance(entry, dict) else None
+    path = (pack / str(rel)).resolve() if isinstance(rel, str) and rel.endswith(".onnx") else None
+    if path is None or not path.is_relative_to(pack.resolve()):
+        why = "tasks.landmark_3d_68.file must be a .onnx path inside the pack"
+    elif not path.is_file():
+        why = f"{path} does not exist"
+    elif isinstance(entry.get("sha256"), str) and _sha256(path) != entry["sha256"].lower():
+        why = f"{path} does not match the manifest's sha256"
+    else:
+        try:
+            model = _route(str(path), providers)
+        except BadModelError as exc:
+            model, why = None, str(exc)
+        if model is not None and getattr(model, "taskname", None) == LANDMARK_TASK:
+            return model
+        why = why or f"insightface routes {path.name} to {getattr(model, 'taskname', None)!r}, not {LANDMARK_TASK}"
+    log.warning("[Swapline] %s: no 68-point landmarks from this pack (%s)", manifest, why)
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class _DictFace(dict):
+    """insightface's attribute model reads ``face.bbox`` and writes keys; give it both."""
+
+    def __getattr__(self, key):
+        return self[key]
+
+    def __setattr__(self, key, value):
+        self[key] = value
+
+
+def list_packs(analysis_root: str) -> list[str]:
+    if not os.path.isdir(analysis_root):
+        return []
+    return sorted(d for d in os.listdir(analysis_root)
+                  if os.path.isdir(os.path.join(analysis_root, d))
+                  and any(n.endswith(".onnx") or n == "manifest.json"
+                          for n in os.listdir(os.path.join(analysis_root, d))))

@@ -1,0 +1,100 @@
+"""Swap one chunk of frames: the per-chunk steps every swapper shares.
+
+Order matters and is the same for still images (Swap Faces) and video (Swap Faces in Frames):
+1. 68-point landmarks where the swapper needs them and the detector did not give them;
+2. guards (``swapline_core.guards``) decide, per face, whether this swapper can swap it well;
+   a refused face is left untouched and reported with its reason, never pasted badly;
+3. the swapper produces patches for the accepted faces;
+4. the mask stack (``swapline_core.masks``), computed on the *target*, cuts occluders, regions
+   and the mouth interior out of each patch's mask;
+5. paste-back.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import SwaplineError
+from ..faces.paste import apply_patches
+from ..guards import GuardOptions, screen
+from ..masks import MaskOptions, refine_masks
+from ..types import Face, SourceIdentity, SwapPatch
+
+
+@dataclass(frozen=True)
+class SwapOptions:
+    color_match: bool = True
+    masks: MaskOptions = field(default_factory=MaskOptions)
+    guards: GuardOptions = field(default_factory=GuardOptions)
+
+    def to_json(self) -> dict:
+        return {"color_match": self.color_match, "masks": self.masks.to_json(), "guards": self.guards.to_json()}
+
+
+@dataclass
+class ChunkResult:
+    frames: list[np.ndarray]              # the chunk's frames after paste-back
+    patches: list[list[SwapPatch]]        # the patches pasted, per frame
+    records: list[list[dict]]             # per face: bbox, track, "swapped" or "skipped" + reason
+
+
+def prepare_landmarks(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
+                      source: SourceIdentity) -> None:
+    """Swappers that warp 68-point meshes (and the guards/masks that use them) get the landmarks
+    the detector did not give."""
+    if not swapper.needs_landmarks:
+        return
+    if analyzer is None or not analyzer.supports_landmarks:
+        raise SwaplineError(f"the {swapper.name} swapper needs 68-point landmarks; use the built-in analyzer "
+                            "or an InsightFace pack with 1k3d68.onnx")
+    missing = [[f for f in fs if f.landmarks is None] for fs in faces]
+    if any(missing):
+        analyzer.landmarks68(frames, missing)
+    if source.face is None or source.image is None:
+        raise SwaplineError("this face model holds no source image, which the classical swapper warps; "
+                            "rebuild it with Build Face Model")
+    if source.face.landmarks is None:
+        analyzer.landmarks68([source.image], [[source.face]])
+
+
+def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
+               source: SourceIdentity, opts: SwapOptions, *, context=None, timings: dict | None = None) -> ChunkResult:
+    """``context`` carries what guards and masks may know beyond this chunk (the whole clip's
+    tracks, the clip index of the chunk's first frame); None for independent still images."""
+    t = timings if timings is not None else {}
+    _timed(t, "landmarks", prepare_landmarks, swapper, analyzer, frames, faces, source)
+    verdicts = _timed(t, "guards", screen, swapper, frames, faces, opts.guards, context)
+    accepted = [[f for f, v in zip(fs, vs) if v is None] for fs, vs in zip(faces, verdicts)]
+    patches = _timed(t, "swap", swapper.swap, frames, accepted, source)
+    patches = _timed(t, "masks", refine_masks, frames, accepted, patches, opts.masks, context)
+    out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=opts.color_match) if ps else f
+                                      for f, ps in zip(frames, patches)])
+    records = []
+    for fs, vs, ps in zip(faces, verdicts, patches):
+        it = iter(ps)
+        row = []
+        for f, v in zip(fs, vs):
+            rec = {"bbox": [round(float(x), 1) for x in f.bbox]}
+            if f.track_id is not None:
+                rec["track_id"] = int(f.track_id)
+            if v is None:
+                p = next(it)
+                rec.update(p.info)
+                rec.setdefault("status", "skipped" if p.mask.size == 0 or not p.mask.any() else "swapped")
+            else:
+                rec.update(status="skipped", reason=v)
+            row.append(rec)
+        records.append(row)
+    return ChunkResult(list(out), patches, records)
+
+
+def _timed(t: dict, name: str, fn, *args):
+    import time
+
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        t[name] = t.get(name, 0.0) + time.perf_counter() - t0

@@ -1,0 +1,155 @@
+"""SWAPLINE_FRAMES: a lazy, chunked, disk-backed frame sequence.
+
+A sequence is a source (video, animated image, image folder) and a frame range, plus the
+stages applied so far as *patch layers*: each layer stores, per frame, only the pixels a stage
+changed (a face region and which of its pixels changed). Materialising a chunk decodes the
+source and replays the layers. Nothing ever holds the whole clip: memory is one chunk, disk is
+proportional to the face area, and every layer is a resumable ChunkStore.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from . import read as video_read
+from .store import ChunkStore, stage_key
+from ..types import SwapPatch
+
+DEFAULT_CHUNK = 16
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    store_root: str
+    key: str
+    models: tuple = ()           # (role, path) of every model that shaped this layer
+
+    def store(self) -> ChunkStore:
+        return ChunkStore(self.store_root, self.key)
+
+
+@dataclass(frozen=True)
+class FrameSequence:
+    path: str
+    start: int
+    count: int                   # frames in the sequence (after stride)
+    stride: int
+    fps: float
+    width: int
+    height: int
+    has_audio: bool
+    content_key: str
+    chunk: int = DEFAULT_CHUNK
+    layers: tuple[Layer, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def open(cls, path: str, start: int = 0, count: int = 0, stride: int = 1,
+             chunk: int = DEFAULT_CHUNK) -> "FrameSequence":
+        info = video_read.probe(path)
+        if info.frame_count == 0:
+            raise video_read.VideoReadError(path, "the clip has no frames", 0)
+        if start >= info.frame_count:
+            raise ValueError(f"start frame {start} is past the end of {path} ({info.frame_count} frames)")
+        available = len(range(start, info.frame_count, stride))
+        n = available if count <= 0 else min(count, available)
+        return cls(info.path, start, n, stride, info.fps / stride, info.width, info.height,
+                   info.has_audio, info.content_key, chunk)
+
+    @property
+    def key(self) -> str:
+        """Identity of this sequence's pixels: source content, range and every layer."""
+        return stage_key(self.content_key, self.start, self.count, self.stride, self.chunk,
+                         [layer.key for layer in self.layers])
+
+    @property
+    def n_chunks(self) -> int:
+        return (self.count + self.chunk - 1) // self.chunk
+
+    def chunk_range(self, c: int) -> range:
+        return range(c * self.chunk, min((c + 1) * self.chunk, self.count))
+
+    def with_layer(self, layer: Layer) -> "FrameSequence":
+        return replace(self, layers=self.layers + (layer,))
+
+    def original(self) -> "FrameSequence":
+        """The same frames before any stage changed them."""
+        return replace(self, layers=())
+
+    def model_files(self) -> list[tuple[str, str]]:
+        return [m for layer in self.layers for m in layer.models]
+
+    def iter_chunks(self, first_chunk: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(chunk number, frames with every layer applied), decoding the source once."""
+        start = self.start + first_chunk * self.chunk * self.stride
+        count = self.count - first_chunk * self.chunk
+        stores = [layer.store() for layer in self.layers]
+        for c, batch in enumerate(video_read.iter_chunks(self.path, start, count, self.stride, self.chunk),
+                                  start=first_chunk):
+            frames = [f for _, f in batch]
+            for store in stores:
+                frames = apply_layer_chunk(frames, store.load(c))
+            yield c, frames
+
+    def read_chunk(self, c: int) -> list[np.ndarray]:
+        return next(self.iter_chunks(c))[1]
+
+
+# -- patch layers ---------------------------------------------------------------------------
+def encode_layer_chunk(originals: Sequence[np.ndarray], results: Sequence[np.ndarray],
+                       patches: Sequence[Sequence[SwapPatch]]) -> dict[str, np.ndarray]:
+    """Store, per frame, the union region of its patches and exactly which pixels changed there."""
+    arrays: dict[str, np.ndarray] = {"n": np.array(len(results))}
+    for i, (orig, res, ps) in enumerate(zip(originals, results, patches)):
+        if not ps:
+            continue
+        x0 = min(p.region[0] for p in ps)
+        y0 = min(p.region[1] for p in ps)
+        x1 = max(p.region[2] for p in ps)
+        y1 = max(p.region[3] for p in ps)
+        changed = np.any(res[y0:y1, x0:x1] != orig[y0:y1, x0:x1], axis=2)
+        arrays[f"r{i}"] = np.array([x0, y0, x1, y1], np.int32)
+        arrays[f"p{i}"] = res[y0:y1, x0:x1]
+        arrays[f"m{i}"] = np.packbits(changed)
+    return arrays
+
+
+def encode_diff_chunk(befores: Sequence[np.ndarray], afters: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """A layer chunk turning ``befores`` into ``afters`` (region = bounding box of the change)."""
+    arrays: dict[str, np.ndarray] = {"n": np.array(len(afters))}
+    for i, (b, a) in enumerate(zip(befores, afters)):
+        changed = np.any(a != b, axis=2)
+        if not changed.any():
+            continue
+        ys, xs = np.nonzero(changed)
+        x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+        arrays[f"r{i}"] = np.array([x0, y0, x1, y1], np.int32)
+        arrays[f"p{i}"] = a[y0:y1, x0:x1]
+        arrays[f"m{i}"] = np.packbits(changed[y0:y1, x0:x1])
+    return arrays
+
+
+def apply_layer_chunk(frames: Sequence[np.ndarray], arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
+    out = []
+    for i, frame in enumerate(frames):
+        if f"r{i}" not in arrays:
+            out.append(frame)
+            continue
+        x0, y0, x1, y1 = (int(v) for v in arrays[f"r{i}"])
+        h, w = y1 - y0, x1 - x0
+        changed = np.unpackbits(arrays[f"m{i}"])[: h * w].reshape(h, w).astype(bool)
+        f = frame.copy()
+        f[y0:y1, x0:x1][changed] = arrays[f"p{i}"][changed]
+        out.append(f)
+    return out
+
+
+def layer_mask(arrays: dict[str, np.ndarray], i: int, hw: tuple[int, int]) -> np.ndarray:
+    m = np.zeros(hw, np.float32)
+    if f"r{i}" in arrays:
+        x0, y0, x1, y1 = (int(v) for v in arrays[f"r{i}"])
+        h, w = y1 - y0, x1 - x0
+        m[y0:y1, x0:x1] = np.unpackbits(arrays[f"m{i}"])[: h * w].reshape(h, w)
+    return m

@@ -1,0 +1,82 @@
+"""On-disk chunk store: what makes long clips constant-memory and interrupted jobs resumable.
+
+Each stage writes one file per chunk of frames into a folder named by the hash of everything
+that determines its result (input content, frame range, upstream stages, parameters, model
+files). A chunk is written to a temporary name and renamed into place, so a chunk file that
+exists is complete; re-running the same stage after an interrupt or a crash loads the finished
+chunks and computes only the rest.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+# Bumped whenever a stage's algorithm changes its output, so stale chunks are never reused.
+ALGORITHM_VERSION = 5
+
+
+def stage_key(*parts) -> str:
+    blob = json.dumps([ALGORITHM_VERSION, parts], sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+class ChunkStore:
+    def __init__(self, root: str | os.PathLike, key: str, meta: dict | None = None):
+        self.dir = Path(root) / key
+        self.key = key
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta_path = self.dir / "stage.json"
+        if meta is not None and not meta_path.exists():
+            self._atomic_write(meta_path, json.dumps(meta, indent=1, default=str).encode())
+
+    def path(self, chunk: int) -> Path:
+        return self.dir / f"chunk_{chunk:06d}.npz"
+
+    def has(self, chunk: int) -> bool:
+        return self.path(chunk).exists()
+
+    def load(self, chunk: int) -> dict[str, np.ndarray]:
+        with np.load(self.path(chunk), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    def save(self, chunk: int, arrays: dict[str, np.ndarray]) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        self._atomic_write(self.path(chunk), buf.getvalue())
+
+    def done_chunks(self) -> list[int]:
+        return sorted(int(p.stem.split("_")[1]) for p in self.dir.glob("chunk_*.npz"))
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+def model_stamp(obj) -> list:
+    """(role, file name, size, mtime) of every model file an analyzer/swapper uses: part of stage keys."""
+    out = []
+    for role, path in (obj.model_files() if hasattr(obj, "model_files") else []):
+        st = os.stat(path)
+        out.append([role, os.path.basename(path), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def faces_key(faces) -> str:
+    """Hash of every face box and keypoints of a FaceSet: downstream stage keys depend on the tracks."""
+    return stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
