@@ -13,6 +13,7 @@ SAMPLES = REPO / "assets" / "samples"
 SAMPLE_CLIP = SAMPLES / "kling_avatar_clip.mp4"
 SOURCE_FACE = SAMPLES / "source_face.png"
 TARGET_REFERENCE = SAMPLES / "target_reference.png"
+QUALITY_MEDIA = REPO / "tests" / ".cache" / "media"   # real face clips fetched by scripts/setup.sh
 WORKFLOW = REPO / "workflows" / "api" / "video_swap_builtin.json"
 
 

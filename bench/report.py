@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .instrument import ROWS
+from .quality.report import markdown as quality_md
 
 STAGE_ROWS = [name for name, _ in ROWS] + ["other"]
 
@@ -136,6 +137,7 @@ def markdown(results: dict) -> str:
               "SD1.5-architecture VAE with random weights, CPU float32, one frame; each method in a fresh "
               "child process; peak = the process high-water mark during the call.", ""]
     lines += tiled_vae_table(results.get("tiled_vae")) + [""]
+    lines += ["## Swap quality on known-truth cases (bench/quality)", ""] + quality_md(results.get("quality")) + [""]
     if results["errors"]:
         lines += ["## Errors", ""]
         for k, e in results["errors"].items():

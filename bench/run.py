@@ -14,7 +14,7 @@ import traceback
 
 from . import media, report
 from .machine import load_average, machine_info
-from .paths import OUT, REPO, SAMPLE_CLIP, WORK
+from .paths import OUT, QUALITY_MEDIA, REPO, SAMPLE_CLIP, WORK
 
 TARGETS = {"speedup_vs_naive": 3, "peak_rss_ratio_long_vs_short": 1.5}
 HEADLINE = "builtin/gen300"          # speedup_vs_naive and non_inference_share come from here
@@ -34,6 +34,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help=f"skip the {LONG_FRAMES}-frame server run (smoke check)")
     ap.add_argument("--skip-rss", action="store_true", help="skip the ComfyUI server peak-RSS runs")
     ap.add_argument("--skip-speed", action="store_true", help="skip the naive-vs-ours speed comparison")
+    ap.add_argument("--skip-quality", action="store_true",
+                    help="skip the swap-quality section (known-truth occluder, speech, small-face and cut cases)")
     ap.add_argument("--skip-tiled-vae", action="store_true",
                     help="skip the 1920x1080 tiled VAE encode comparison (ours vs core VAEEncode / VAEEncodeTiled)")
     return ap.parse_args(argv)
@@ -43,7 +45,7 @@ def new_results(args) -> dict:
     return {
         "machine": machine_info(),
         "settings": {"quick": args.quick, "skip_rss": args.skip_rss, "skip_speed": args.skip_speed,
-                     "skip_tiled_vae": args.skip_tiled_vae,
+                     "skip_tiled_vae": args.skip_tiled_vae, "skip_quality": args.skip_quality,
                      "encode": ENCODE, "detect_every": 8, "chunk": 16,
                      "clips": {"sample48": str(SAMPLE_CLIP.relative_to(REPO)),
                                "gen300": f"{SHORT_FRAMES} frames 1280x720 generated from the sample",
@@ -54,6 +56,7 @@ def new_results(args) -> dict:
                   "non_inference_share": None, "non_inference_share_by_run": {},
                   "speed_runs": {}, "server_runs": {}},
         "tiled_vae": None,
+        "quality": None,
         "targets": dict(TARGETS),
         "met": {"speedup_vs_naive": None, "peak_rss_ratio_long_vs_short": None, "tiled_vae": None},
         "errors": {},
@@ -144,6 +147,18 @@ def run_tiled_vae(results: dict, save) -> None:
     save()
 
 
+def run_quality(results: dict, save) -> None:
+    """Known-truth swap-quality cases (bench/quality): real stages, independent scorer."""
+    from .quality import run as quality
+
+    try:
+        results["quality"] = quality.evaluate(QUALITY_MEDIA, WORK / "quality", log=log)
+        results["met"]["quality"] = all(v is True for v in results["quality"]["met"].values())
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["quality"] = _error(exc)
+    save()
+
+
 def _error(exc: BaseException) -> str:
     log(f"ERROR: {type(exc).__name__}: {exc}")
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-4000:] + \
@@ -171,6 +186,8 @@ def main(argv=None) -> int:
         if not args.quick:
             clips["long"] = media.generated_clip(LONG_FRAMES, log=log)
         run_rss(results, clips, save)
+    if not args.skip_quality:
+        run_quality(results, save)
     if not args.skip_tiled_vae:
         run_tiled_vae(results, save)
     results["complete"] = True

@@ -5,7 +5,7 @@
 # needed. Results: out/bench/results.json and out/bench/results.md (see bench/README.md).
 #   scripts/bench.sh            full run (includes a 3000-frame 1280x720 clip through ComfyUI)
 #   scripts/bench.sh --quick    smoke check: everything except the 3000-frame run
-#   scripts/bench.sh --skip-rss / --skip-speed / --skip-tiled-vae
+#   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -1,0 +1,39 @@
+"""The quality section of results.md."""
+from __future__ import annotations
+
+DESCRIPTION = {
+    "occluder_pixels_changed": "share of known occluder pixels altered by > 8/255 (opaque bar, sunglasses shape; worst of the two)",
+    "occluder_pixels_changed_skin_hand": "the same for a skin-coloured hand sliding over the mouth (no target; what a colour model cannot see)",
+    "mouth_open_corr": "correlation of the target's and the result's inner-lip opening over the talking clip",
+    "catastrophic_pastes": "frames (all cases) with changed pixels outside every true face box (+ forehead, + 10 %)",
+    "small_face_coverage": "frames where the ~25 px face in 1280x720 was swapped / frames where it is visible",
+    "moved_to_source": "frontal frames where the result is nearer the source than the target (dlib embedding)",
+    "face_delta_e": "median ΔE of the face region's mean Lab, result vs target",
+    "cut_track_resets": "share of hard cuts found and not spanned by any track",
+    "mask_overhead": "(masks + guards time) / swap time, all cases",
+}
+
+
+def _f(v):
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def markdown(q: dict | None) -> list[str]:
+    if not q:
+        return ["(not run)"]
+    lines = [f"Pipeline: {q['pipeline']}. Scorer: {q['scorer']}.", "",
+             "| metric | measured | target | met | what it is |", "| --- | --- | --- | --- | --- |"]
+    for k, v in q["metrics"].items():
+        lines.append(f"| {k} | {_f(v)} | {q['targets'].get(k, '')} | {_f(q['met'].get(k))} | {DESCRIPTION.get(k, '')} |")
+    lines += ["", "| case | frames | catastrophic | skipped faces (reason: count) | track s | swap s |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for name, c in q["cases"].items():
+        sk = ", ".join(f"{r}: {n}" for r, n in c.get("skipped", {}).items()) or "none"
+        lines.append(f"| {name} | {c['frames']} | {c['catastrophic_pastes']} | {sk} | "
+                     f"{c['seconds']['track']:.1f} | {c['seconds']['swap']:.1f} |")
+    lines += ["", "Before/after strips of every case: `out/bench/quality_<case>.png`."]
+    return lines
