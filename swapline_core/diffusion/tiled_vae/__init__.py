@@ -3,10 +3,10 @@
 Why not core tiling: ComfyUI's VAEEncodeTiled encodes every tile as if it were a whole image,
 but the encoder has whole-image operations. Every GroupNorm normalises with the statistics of
 its whole input, and the mid block's attention looks at the whole 1/8-resolution grid. Per tile
-both follow the tile's content, so the latent shifts with it. Measured with an SD1.5-architecture
-VAE at 720p, tile 512/64: core 23.8 dB PSNR from the full encode; with whole-image GroupNorm
-statistics 33.4 dB; with those and the attention run once on the stitched grid 44.9 dB; the rest
-is the convolution halos. Averaging three layouts, as core does, only blurs the seams.
+both follow the tile's content, so the latent shifts with it. What each of the steps below buys
+(whole-image statistics, attention on the stitched grid, halos), and how this compares with core
+tiling in accuracy, time and memory, is measured by bench/tiled_vae.py: see
+docs/measurements/tiled_vae.md. Averaging three layouts, as core does, only blurs the seams.
 
 So the encoder runs here operation by operation, each over tiles:
 
@@ -23,7 +23,7 @@ Between two GroupNorms a feature map is a *plane*: stored in row chunks (float32
 where memory is tight and the values fit), or, when not even that fits the plane budget,
 recomputed on demand from the last stored plane. A stored plane is released row chunk by row
 chunk during the last pass that reads it, so at most about one full-resolution feature map in
-half precision is alive (0.5 GB at 1080p for SD's 128 channels, a sixth of a full encode).
+half precision is alive (128 channels x 1920 x 1080 x 2 bytes = 0.5 GB at 1080p for SD).
 
 This package imports torch only; the node layer hands in the encoder and quant_conv modules of
 ComfyUI's loaded VAE and does pixel preprocessing, device placement and the latent's

@@ -12,8 +12,8 @@ from .planes import Ctx
 from .run import encode_tiled_exact
 
 MIN_TILE = 64                 # smallest tile (input pixels) an out-of-memory retry goes down to
-# ComfyUI's memory_used_encode for AutoencoderKL is 1.7-4.6x the measured peak of the encode
-# (ComfyUI 0.3.75, SD1.5 architecture, CPU fp32). Dividing by the low end never under-predicts.
+# ComfyUI's memory_used_encode for AutoencoderKL over-predicts the encode's peak; this is the low
+# end of the measured ratio (docs/measurements/tiled_vae.md), so dividing by it never under-predicts.
 ESTIMATE_OVER_PEAK = 1.7
 # Tile-sized tensors alive at once inside a pass (source region, normalised copy, conv outputs,
 # the shortcut, the stored copy), as a multiple of the largest one.
