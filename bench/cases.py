@@ -1,5 +1,5 @@
 """The two model setups compared: built-in (MTCNN + dlib, classical swapper) and InsightFace
-(buffalo_l + inswapper_128 layout, here the synthetic stand-ins from tests/synthetic_models.py).
+(buffalo_l + inswapper_128 layout, here the synthetic stand-ins from devtools/synthetic_models.py).
 
 Loading models, building the source face model and the target reference happen here, before
 any timing; the settings are the shipped workflows' (workflows/api/video_swap*.json).
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE, add_tests_to_path
+from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE
 
 
 @dataclass
@@ -63,8 +63,7 @@ def builtin_case() -> Case:
 
 
 def insightface_case() -> Case:
-    add_tests_to_path()
-    from synthetic_models import build_models
+    from devtools.synthetic_models import build_models
 
     from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
     from swapline_core.backends.inswapper import InSwapper

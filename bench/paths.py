@@ -1,7 +1,6 @@
 """Where the benchmark reads inputs and writes results (everything under out/bench)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -15,9 +14,3 @@ SOURCE_FACE = SAMPLES / "source_face.png"
 TARGET_REFERENCE = SAMPLES / "target_reference.png"
 WORKFLOW = REPO / "workflows" / "api" / "video_swap_builtin.json"
 
-
-def add_tests_to_path() -> None:
-    """tests/ holds the ComfyUI harness and the synthetic model builder; they are not a package."""
-    p = str(REPO / "tests")
-    if p not in sys.path:
-        sys.path.insert(0, p)

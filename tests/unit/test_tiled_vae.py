@@ -3,14 +3,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from inprocess import import_pack, setup_comfy  # noqa: E402
+from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
 from swapline_core.diffusion import tiled_vae as tv  # noqa: E402
 
