@@ -37,18 +37,10 @@ def load_rgb(path) -> np.ndarray:
 
 
 def face_model(analyzer, image: np.ndarray):
-    """As Build Face Model does (nodes/face_model.build_face_model): largest face, embedded."""
+    """As Build Face Model does: the largest face, embedded (with landmarks where the analyzer has them)."""
     from swapline_core.faces import identity as fm
-    from swapline_core.errors import NoFaceError
 
-    faces = analyzer.detect([image])[0]
-    if not faces:
-        raise NoFaceError(f"{analyzer.name}: no face in the benchmark's source/reference image")
-    face = max(faces, key=lambda f: f.area)
-    analyzer.embed([image], [[face]])
-    if analyzer.supports_landmarks:
-        analyzer.landmarks68([image], [[face]])
-    return fm.build([image], [face], analyzer.recognizer_name)
+    return fm.build_from_images(analyzer, [image])
 
 
 def builtin_case() -> Case:
