@@ -16,7 +16,7 @@ from swapline_core.video import stages as pipeline  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.video.frames import FrameSequence  # noqa: E402
 
-CLIP = Path(__file__).resolve().parents[2] / "assets" / "samples" / "kling_avatar_clip.mp4"
+CLIP = Path(__file__).resolve().parents[3] / "assets" / "samples" / "kling_avatar_clip.mp4"
 N = 6
 
 
