@@ -139,3 +139,4 @@ def _checked(tick, check_interrupt):
     def f():
         check_interrupt()
         tick()
+    return f
