@@ -1,5 +1,5 @@
 """The two model setups compared: built-in (MTCNN + dlib, classical swapper) and InsightFace
-(buffalo_l + inswapper_128 layout, here the synthetic stand-ins from tests/synthetic_models.py).
+(buffalo_l + inswapper_128 layout, here the synthetic stand-ins from devtools/synthetic_models.py).
 
 Loading models, building the source face model and the target reference happen here, before
 any timing; the settings are the shipped workflows' (workflows/api/video_swap*.json).
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE, add_tests_to_path
+from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE
 
 
 @dataclass
@@ -37,18 +37,10 @@ def load_rgb(path) -> np.ndarray:
 
 
 def face_model(analyzer, image: np.ndarray):
-    """As Build Face Model does (nodes/face_model.build_face_model): largest face, embedded."""
+    """As Build Face Model does: the largest face, embedded (with landmarks where the analyzer has them)."""
     from swapline_core.faces import identity as fm
-    from swapline_core.errors import NoFaceError
 
-    faces = analyzer.detect([image])[0]
-    if not faces:
-        raise NoFaceError(f"{analyzer.name}: no face in the benchmark's source/reference image")
-    face = max(faces, key=lambda f: f.area)
-    analyzer.embed([image], [[face]])
-    if analyzer.supports_landmarks:
-        analyzer.landmarks68([image], [[face]])
-    return fm.build([image], [face], analyzer.recognizer_name)
+    return fm.build_from_images(analyzer, [image])
 
 
 def builtin_case() -> Case:
@@ -63,8 +55,7 @@ def builtin_case() -> Case:
 
 
 def insightface_case() -> Case:
-    add_tests_to_path()
-    from synthetic_models import build_models
+    from devtools.synthetic_models import build_models
 
     from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
     from swapline_core.backends.inswapper import InSwapper

@@ -1,7 +1,6 @@
 """Where the benchmark reads inputs and writes results (everything under out/bench)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -16,9 +15,3 @@ TARGET_REFERENCE = SAMPLES / "target_reference.png"
 QUALITY_MEDIA = REPO / "tests" / ".cache" / "media"   # real face clips fetched by scripts/setup.sh
 WORKFLOW = REPO / "workflows" / "api" / "video_swap_builtin.json"
 
-
-def add_tests_to_path() -> None:
-    """tests/ holds the ComfyUI harness and the synthetic model builder; they are not a package."""
-    p = str(REPO / "tests")
-    if p not in sys.path:
-        sys.path.insert(0, p)

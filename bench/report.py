@@ -104,16 +104,19 @@ def rss_table(results: dict) -> list[str]:
                    "idle RSS MB", "peak RSS MB", "frames with face", "detector frames"], rows)
 
 
+def machine_line(m: dict) -> str:
+    return (f"{m['cpu_count']} CPUs ({m.get('cpu_model')}), {m['memory_gb']} GB, Python {m['python']}, "
+            f"torch {m['torch']} ({m['torch_threads']} threads), onnxruntime {m['onnxruntime']}, "
+            f"OpenCV {m['opencv']}, PyAV {m['av']}; git {m['git_commit']}{' (dirty)' if m['git_dirty'] else ''}; "
+            f"load average at start {m['load_average_at_start']}, at end {m.get('load_average_at_end')}")
+
+
 def markdown(results: dict) -> str:
     m = results["machine"]
     lines = ["# Swapline benchmark results", ""]
     if not results.get("complete"):
         lines += ["**Incomplete run** (interrupted or still running).", ""]
-    lines += [f"Machine: {m['cpu_count']} CPUs ({m.get('cpu_model')}), {m['memory_gb']} GB, Python {m['python']}, "
-              f"torch {m['torch']} ({m['torch_threads']} threads), onnxruntime {m['onnxruntime']}, "
-              f"OpenCV {m['opencv']}, PyAV {m['av']}; git {m['git_commit']}{' (dirty)' if m['git_dirty'] else ''}; "
-              f"load average at start {m['load_average_at_start']}, at end {m.get('load_average_at_end')}; "
-              f"total {results.get('seconds_total')} s.", ""]
+    lines += [f"Machine: {machine_line(m)}; total {results.get('seconds_total')} s.", ""]
     lines += ["## Targets", ""] + headline(results) + [""]
     lines += ["## Speed: naive per-frame baseline vs ours (same clip, models, encoder settings)", "",
               "Medians over the runs shown (a path is repeated 3x when its first run is under 20 s). "

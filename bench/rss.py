@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE, WORKFLOW, add_tests_to_path
+from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE, WORKFLOW
 
 INTERVAL_S = 0.1
 MB = 1024 * 1024
@@ -113,8 +113,7 @@ QA_SAMPLE_EVERY = 8
 
 def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLOW, log=print,
                  timeout: float = 4 * 3600) -> dict:
-    add_tests_to_path()
-    from comfy_harness import ComfyServer
+    from devtools.comfy_harness import ComfyServer
     from swapline_core.video.read import probe
 
     base = work / f"server-{label}"

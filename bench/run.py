@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from . import media, report
+from . import measurements, media, report
 from .machine import load_average, machine_info
 from .paths import OUT, QUALITY_MEDIA, REPO, SAMPLE_CLIP, WORK
 
@@ -44,6 +44,7 @@ def parse(argv=None) -> argparse.Namespace:
 def new_results(args) -> dict:
     return {
         "machine": machine_info(),
+        "run": measurements.stamp(),
         "settings": {"quick": args.quick, "skip_rss": args.skip_rss, "skip_speed": args.skip_speed,
                      "skip_tiled_vae": args.skip_tiled_vae, "skip_quality": args.skip_quality,
                      "encode": ENCODE, "detect_every": 8, "chunk": 16,
@@ -194,6 +195,8 @@ def main(argv=None) -> int:
     save()
     shutil.rmtree(WORK, ignore_errors=True)
     log(f"wrote {OUT / 'results.json'} and {OUT / 'results.md'}")
+    for path in measurements.write(results):       # only a complete run updates the docs
+        log(f"wrote {path}")
     print(report.summary(results), flush=True)
     return 1 if results["errors"] else 0
 

@@ -1,6 +1,7 @@
 """Tiled VAE encode: Swapline's exact tiling against core VAEEncode and core VAEEncodeTiled.
 
-    .venv/bin/python -m bench.tiled_vae --size 1920x1080        # writes out/bench/tiled_vae.json
+    .venv/bin/python -m bench.tiled_vae --size 1920x1080   # writes out/bench/tiled_vae.json and
+                                                            # docs/measurements/tiled_vae.md
     from bench.tiled_vae import run; results["tiled_vae"] = run((1920, 1080), log=log)
 
 What is compared, on one 1920x1080 frame (the sample's target_reference.png fitted into the
@@ -128,7 +129,7 @@ def _child(method: str, size: tuple[int, int], work: Path, timeout: float = 6 * 
     if "latent_path" in res:                  # small (0.5 MB at 1080p): read it now, not at the end
         import torch
 
-        res["latent"] = torch.load(res.pop("latent_path"))
+        res["latent"] = torch.load(res.pop("latent_path"), weights_only=True)
     return res
 
 
@@ -430,6 +431,9 @@ def main(argv=None) -> int:
     log(f"psnr_vs_full_db={res['psnr_vs_full_db']} peak_mem_ratio_vs_full={res['peak_mem_ratio_vs_full']} "
         f"time_ratio_vs_core_tiled={res['time_ratio_vs_core_tiled']} core_tiled_psnr_db={res['core_tiled_psnr_db']}")
     log(f"wrote {OUT / 'tiled_vae.json'}")
+    from .measurements import write_tiled_vae
+
+    log(f"wrote {write_tiled_vae(res)}")
     return 1 if res["errors"] else 0
 
 

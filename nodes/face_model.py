@@ -9,22 +9,9 @@ import folder_paths
 from comfy_api.latest import io, ui
 
 from ..swapline_core.faces import identity as core_fm
-from ..swapline_core.errors import NoFaceError
 from . import model_paths
 from .convert import to_arrays
 from .types import CATEGORY, Analyzer, FaceModel
-
-
-def build_face_model(analyzer, images, reduce: str = "mean"):
-    found = analyzer.detect(images)
-    picked = [max(fs, key=lambda f: f.area) if fs else None for fs in found]
-    empty = [i for i, f in enumerate(picked) if f is None]
-    if empty:
-        raise NoFaceError(f"no face found in source image(s) {empty}: use clear photos of the source person")
-    analyzer.embed(images, [[f] for f in picked])
-    if analyzer.supports_landmarks:
-        analyzer.landmarks68(images, [[f] for f in picked])
-    return core_fm.build(images, picked, analyzer.recognizer_name, reduce)
 
 
 class BuildFaceModel(io.ComfyNode):
@@ -47,7 +34,7 @@ class BuildFaceModel(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, analyzer, reduce) -> io.NodeOutput:
-        fm = build_face_model(analyzer, to_arrays(images), reduce)
+        fm = core_fm.build_from_images(analyzer, to_arrays(images), reduce)
         return io.NodeOutput(fm, ui=ui.PreviewText(json.dumps({"recognizer": fm.recognizer, **fm.metadata})))
 
 

@@ -5,20 +5,18 @@ steps chunk by chunk (aligned crops -> hint + face mask -> VAE encode -> samplin
 ControlNet -> decode -> paste back), stores only the changed pixels as a layer and resumes at
 the first missing chunk, so memory stays flat on long clips. Geometry lives in
 swapline_core.diffusion.refine; sampling is ComfyUI's own (comfy.sample), so model management,
-samplers, schedulers and patches (LoRA, ...) behave as in KSampler.
+samplers, schedulers and patches (LoRA, ...) behave as in KSampler. Resume-key fingerprints are
+swapline_core.diffusion.fingerprint's.
 """
 from __future__ import annotations
 
-import hashlib
-
 import comfy.sample
 import comfy.samplers
-import torch
 from comfy_api.latest import io
 
 from ..swapline_core.diffusion import hints as face_hint
-
 from ..swapline_core.diffusion import refine as face_refine
+from ..swapline_core.diffusion.fingerprint import fingerprint_conditioning, fingerprint_model, fingerprint_module
 
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.faces.align import CROP_SIZES
@@ -30,82 +28,6 @@ from . import model_paths
 from .controlnet import apply_face_control, schedule_inputs
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, Faces, Frames
-
-SAMPLE_VALUES = 4096        # values hashed per tensor for a model fingerprint
-SAMPLED_TENSORS = 24        # tensors per model hashed (spread over the state dict)
-
-
-def _tensor_digest(h, t) -> None:
-    if not isinstance(t, torch.Tensor):
-        h.update(repr(t).encode())
-        return
-    flat = t.detach().reshape(-1)
-    step = max(1, flat.numel() // SAMPLE_VALUES)
-    h.update(f"{tuple(t.shape)}{t.dtype}".encode())
-    h.update(flat[::step][:SAMPLE_VALUES].float().cpu().numpy().tobytes())
-
-
-def fingerprint_module(module) -> str:
-    """A cheap identity of a model's weights: shapes of every tensor and values of a spread sample.
-
-    Hashing a whole checkpoint would take seconds per run; any two different fine-tunes or
-    checkpoints differ in these samples, which is what the resume key needs.
-    """
-    h = hashlib.sha256()
-    if module is None:
-        return "none"
-    sd = module.state_dict()
-    keys = sorted(sd)
-    h.update(repr([(k, tuple(sd[k].shape)) for k in keys]).encode())
-    for k in keys[:: max(1, len(keys) // SAMPLED_TENSORS)]:
-        _tensor_digest(h, sd[k])
-    return h.hexdigest()
-
-
-def _digest_any(h, v, depth: int = 0) -> None:
-    """Tensors by sampled values, containers recursively, LoRA-style adapters by their weights;
-    other objects by type name only (their repr may hold a memory address)."""
-    if isinstance(v, torch.Tensor):
-        _tensor_digest(h, v)
-    elif v is None or isinstance(v, (bool, int, float, str)):
-        h.update(repr(v).encode())
-    elif depth > 4:
-        h.update(type(v).__name__.encode())
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            _digest_any(h, x, depth + 1)
-    elif hasattr(v, "weights"):                     # comfy.weight_adapter (LoRA, LoHa, ...)
-        h.update(type(v).__name__.encode())
-        _digest_any(h, v.weights, depth + 1)
-    else:
-        h.update(type(v).__name__.encode())
-
-
-def fingerprint_model(model) -> str:
-    """MODEL (ModelPatcher): base weights plus every patch (LoRA etc.) with its strengths."""
-    h = hashlib.sha256(fingerprint_module(model.model).encode())
-    for key in sorted(model.patches):
-        h.update(key.encode())
-        _digest_any(h, model.patches[key])
-    h.update(repr(sorted(model.model_options.get("transformer_options", {}))).encode())
-    return h.hexdigest()
-
-
-def fingerprint_conditioning(cond) -> str:
-    h = hashlib.sha256()
-    for emb, opts in cond:
-        _tensor_digest(h, emb)
-        for k in sorted(opts):
-            v = opts[k]
-            h.update(k.encode())
-            if k == "control":
-                h.update(type(v).__name__.encode())
-                _tensor_digest(h, getattr(v, "cond_hint_original", None))
-                _tensor_digest(h, getattr(v, "strength", None))
-            else:
-                _digest_any(h, v)
-    return h.hexdigest()
-
 
 class RefineFrames(io.ComfyNode):
     @classmethod
@@ -167,8 +89,7 @@ class RefineFrames(io.ComfyNode):
                 control_strength, middle, output_1, output_2, rest, control_net=None, analyzer=None) -> io.NodeOutput:
         size = int(size)
         use_control = control_net is not None and control_strength > 0
-        needs68 = use_control and hint_format in face_hint.NEEDS_68
-        lacking = needs68 and any(f.landmarks is None for fr in faces.frames for f in fr.faces)
+        lacking = use_control and face_refine.lacks_landmarks([fr.faces for fr in faces.frames], hint_format)
         if lacking and (analyzer is None or not analyzer.supports_landmarks):
             raise SwaplineError(f"the {hint_format} hint needs 68-point landmarks: connect an analyzer that has them "
                                 "(the built-in one, or an InsightFace pack with 1k3d68.onnx), or use hint_format 5_point")
@@ -188,9 +109,7 @@ class RefineFrames(io.ComfyNode):
 
         def compute(chunk, chunk_faces, report, first_index):
             if lacking:
-                missing = [[f for f in fs if f.landmarks is None] for fs in chunk_faces]
-                if any(missing):
-                    analyzer.landmarks68(chunk, missing)
+                face_refine.add_missing_landmarks(analyzer, chunk, chunk_faces)
             jobs = face_refine.prepare(chunk, chunk_faces, first_index, size, template,
                                        hint_format if use_control else "5_point")
             crops = []
@@ -219,9 +138,7 @@ class RefineFrames(io.ComfyNode):
         crops = to_image([j.crop for j in jobs])
         latent = vae.encode(crops)
         latent = comfy.sample.fix_empty_latent_channels(model, latent)
-        # per-face noise from (seed, frame, face): independent of chunking and batching
-        noise = torch.cat([torch.randn(latent.shape[1:], generator=torch.Generator().manual_seed((seed + j.uid) % 2**63),
-                                       dtype=torch.float32)[None] for j in jobs])
+        noise = face_refine.crop_noise(jobs, seed, latent.shape[1:])
         pos, neg = positive, negative
         if control_net is not None:
             pos, neg = apply_face_control(positive, negative, control_net, to_image([j.hint for j in jobs]),

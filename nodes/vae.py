@@ -37,7 +37,8 @@ class TiledVAEEncode(io.ComfyNode):
                         "(SD1.x/2.x, SDXL, SD3, Flux): every GroupNorm uses whole-image statistics, the mid-block "
                         "attention runs once on the whole 1/8 grid and convolution tiles carry their full "
                         "receptive-field halo, so the latent matches a plain encode (core VAE Encode (Tiled) "
-                        "drifts with the content: 25-28 dB at 1080p vs 76 dB here). Out of memory on any device: retried with "
+                        "drifts with the content; measured in docs/measurements/tiled_vae.md). Out of memory on any "
+                        "device: retried with "
                         "smaller tiles. Other VAEs fall back to core tiling.",
             inputs=[
                 io.Vae.Input("vae", tooltip="The VAE to encode with (e.g. from Load VAE or a checkpoint loader)."),

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))          # devtools, swapline_core
 
-from comfy_harness import ComfyServer  # noqa: E402
+from devtools.comfy_harness import ComfyServer  # noqa: E402
 
 SAMPLES = REPO / "assets" / "samples"
 INPUTS = {"swapline_sample_clip.mp4": SAMPLES / "kling_avatar_clip.mp4",

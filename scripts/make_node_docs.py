@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))          # devtools, swapline_core
 
 EXTRA = {
     "SwaplineC2PASink": (
@@ -40,7 +40,7 @@ def render(node_id: str, spec: dict) -> str:
 
 
 def main() -> int:
-    from comfy_harness import ComfyServer
+    from devtools.comfy_harness import ComfyServer
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "models").mkdir()

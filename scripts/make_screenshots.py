@@ -10,7 +10,7 @@ The built-in workflows are queued from the editor and shown with their results. 
 (buffalo_l + inswapper_128, SD1.5 + ControlNet for face_refine, which users supply) are only
 loaded, over synthetic stand-ins so their model choices resolve; their results would be those of
 random weights. Uses the same driver as
-tests/browser (swapline_editor.py). Needs Debian's chromium (scripts/setup.sh installs it).
+devtools/swapline_editor.py. Needs Debian's chromium (scripts/setup.sh installs it).
 
     .venv/bin/python scripts/make_screenshots.py
 """
@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "tests" / "browser"))
+sys.path.insert(0, str(REPO))          # devtools, swapline_core
 
-from comfy_harness import ComfyServer  # noqa: E402
-from swapline_editor import (Browser, node_id_of, run_in_editor, save_image, stage_inputs,  # noqa: E402
+from devtools.comfy_harness import ComfyServer  # noqa: E402
+from devtools.swapline_editor import (Browser, node_id_of, run_in_editor, save_image, stage_inputs,  # noqa: E402
                              ui_workflows, unavailable_reason, write_editor_settings)
 
 DOCS = REPO / "docs" / "images"
@@ -39,8 +38,8 @@ def main() -> int:
     if reason:
         print(f"[screenshots] cannot run: {reason}", file=sys.stderr)
         return 2
-    from synthetic_models import build_models
-    from synthetic_sd import build_sd_models
+    from devtools.synthetic_models import build_models
+    from devtools.synthetic_sd import build_sd_models
 
     work = REPO / "out" / "screenshots"
     shutil.rmtree(work, ignore_errors=True)  # a fresh server: nothing cached, every node executes

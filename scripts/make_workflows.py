@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))          # devtools, swapline_core
 sys.path.insert(0, str(REPO / "scripts"))
 
 from workflow_format import api_to_ui  # noqa: E402
@@ -190,9 +190,9 @@ WORKFLOWS = {
 
 
 def main() -> int:
-    from comfy_harness import ComfyServer
-    from synthetic_models import build_models
-    from synthetic_sd import build_sd_models
+    from devtools.comfy_harness import ComfyServer
+    from devtools.synthetic_models import build_models
+    from devtools.synthetic_sd import build_sd_models
 
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models"

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))          # swapline_core, devtools, bench
 
 
 def pytest_addoption(parser):
@@ -26,8 +25,8 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
     """Test models folder: synthetic stand-ins under the same names users' real files have."""
-    from synthetic_models import build_models
-    from synthetic_sd import build_sd_models
+    from devtools.synthetic_models import build_models
+    from devtools.synthetic_sd import build_sd_models
 
     d = tmp_path_factory.mktemp("models")
     build_models(d)
@@ -37,7 +36,7 @@ def models_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def comfy(tmp_path_factory, models_dir, artifacts_dir, request):
-    from comfy_harness import ComfyServer
+    from devtools.comfy_harness import ComfyServer
 
     server = ComfyServer(tmp_path_factory.mktemp("comfy-base"), models_dir).start()
     yield server

@@ -10,17 +10,17 @@ Facts this module relies on (checked on facenet-pytorch 2.5.3, dlib 20.0, numpy 
   Batched input must be one size (it raises otherwise), so frames are grouped by shape and
   sent in chunks of ``batch_size``; a batch gives the same boxes as single frames.
 - dlib's 68-point predictor was trained on dlib HOG boxes, which are tighter than MTCNN boxes
-  and upright. Feeding it the raw MTCNN box fails on rolled heads (mean eye/nose/mouth error
-  0.5 inter-ocular on t1.jpg's tilted face); running it on a roll-corrected chip with a box
-  derived from the five points brings that to 0.1 and leaves frontal faces unchanged.
+  and upright. Feeding it the raw MTCNN box fails on rolled heads; running it on a
+  roll-corrected chip with a box derived from the five points fixes that and leaves frontal
+  faces unchanged.
 
 Distances: dlib's documented rule is "same person when the raw descriptors are < 0.6 apart".
-Raw descriptors are NOT unit length (norms 1.36-1.57 on t1.jpg), and we store L2-normalised
-ones, so distances shrink by ~1/1.5: on t1.jpg, different people are 0.41-0.65 apart (raw
-0.62-0.91) and the same face mirrored, shrunk to 0.7x and JPEG'd at quality 40 is 0.14-0.24
-away. The normalised rule is therefore ``distance < 0.4`` (:data:`SAME_PERSON_DISTANCE`).
-For unit vectors ``distance**2 == 2 - 2 * cosine``, so 0.4 is a cosine similarity of 0.92;
-see :func:`distance` and :func:`similarity`.
+Raw descriptors are NOT unit length and we store L2-normalised ones, so distances shrink by
+about 1/1.5: the normalised rule is ``distance < 0.4`` (:data:`SAME_PERSON_DISTANCE`), a cosine
+similarity of 0.92 (for unit vectors ``distance**2 == 2 - 2 * cosine``); see :func:`distance`
+and :func:`similarity`. The measurements behind these choices (descriptor norms, distances
+between and within people, landmark errors, chip geometry) are in
+docs/measurements/builtin_analyzer.md.
 """
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ from ..interfaces import FaceAnalyzer
 SAME_PERSON_DISTANCE = 0.4
 
 # Landmark chip geometry, in units of the eye-mid to mouth-mid distance: fitted to where dlib's
-# HOG detector puts its box on roll-corrected chips of t1.jpg/Tom Hanks (box 2.1-2.6 units wide,
-# centred 0.06 units above the centroid of the five points). Small faces are upscaled to 50 px
+# HOG detector puts its box on roll-corrected chips (docs/measurements/builtin_analyzer.md).
+# Small faces are upscaled to 50 px
 # per unit; large ones keep their resolution, since dlib returns integer points on the chip.
 _CHIP_MIN_UNIT = 50.0
 _CHIP_SIZE = 4.0

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from . import hints as face_hint
 from ..faces.align import warp_crops
@@ -60,3 +61,22 @@ def paste(frames: Sequence[np.ndarray], jobs: Sequence[CropJob], refined: Sequen
         if p is not None:
             patches[job.frame].append(p)
     return patches, [apply_patches(f, ps) if ps else f for f, ps in zip(frames, patches)]
+
+
+def crop_noise(jobs: Sequence[CropJob], seed: int, shape: Sequence[int]) -> torch.Tensor:
+    """Initial noise (N, *shape) float32, one slice per crop, seeded by (seed, frame, face): the
+    same face of the same frame gets the same noise however the clip is chunked or batched."""
+    return torch.cat([torch.randn(tuple(shape), generator=torch.Generator().manual_seed((seed + j.uid) % 2**63),
+                                  dtype=torch.float32)[None] for j in jobs])
+
+
+def lacks_landmarks(faces_per_frame: Sequence[Sequence[Face]], hint_format: str) -> bool:
+    """Whether the hint format needs 68-point landmarks that some tracked face does not have."""
+    return hint_format in face_hint.NEEDS_68 and any(f.landmarks is None for fs in faces_per_frame for f in fs)
+
+
+def add_missing_landmarks(analyzer, frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+    """68-point landmarks (in place) for the faces that lack them."""
+    missing = [[f for f in fs if f.landmarks is None] for fs in faces]
+    if any(missing):
+        analyzer.landmarks68(frames, missing)

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import SwaplineError
+from ..errors import NoFaceError, SwaplineError
 from ..types import Face, SourceIdentity, l2_normalise
 
 FORMAT = "swapline.face_model.v1"
@@ -20,6 +20,23 @@ FORMAT = "swapline.face_model.v1"
 
 def image_hash(image: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(image).tobytes()).hexdigest()
+
+
+def build_from_images(analyzer, images: Sequence[np.ndarray], reduce: str = "mean") -> SourceIdentity:
+    """The identity of the largest face of each image, embedded by ``analyzer`` (a FaceAnalyzer).
+
+    Every image must show a face: a photo without one is more likely a wrong input than a
+    reason to silently average fewer images. Landmarks are added when the analyzer has them.
+    """
+    found = analyzer.detect(images)
+    picked = [max(fs, key=lambda f: f.area) if fs else None for fs in found]
+    empty = [i for i, f in enumerate(picked) if f is None]
+    if empty:
+        raise NoFaceError(f"no face found in source image(s) {empty}: use clear photos of the source person")
+    analyzer.embed(images, [[f] for f in picked])
+    if analyzer.supports_landmarks:
+        analyzer.landmarks68(images, [[f] for f in picked])
+    return build(images, picked, analyzer.recognizer_name, reduce)
 
 
 def build(images: Sequence[np.ndarray], faces: Sequence[Face], recognizer: str,

@@ -206,6 +206,7 @@ def _reasons(th: QAThresholds, redetected: bool, identity, leakage, drift, flick
     return out
 
 
+# Long (90 lines) on purpose: batched detect, batched embed and the per-frame records share six per-frame lists.
 def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
                    faces: Sequence[Sequence[Face]], source: SourceIdentity, prev: tuple | None = None,
                    first_index: int = 0, thresholds: QAThresholds | None = None,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .read import IMAGE_EXTS, checked_path, open_container, probe_with_index, snap_rate, frame_time
+from .probe import IMAGE_EXTS, checked_path, open_container, probe_with_index, snap_rate
+from .read import frame_time
 
 # Codecs an MP4/MOV plays everywhere without re-encoding. Opus/Vorbis/PCM/etc. become AAC.
 MP4_COPY_AUDIO = frozenset({"aac", "mp3"})

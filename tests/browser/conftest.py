@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from swapline_editor import (
+from devtools.swapline_editor import (
     Browser,
     stage_inputs,
     unavailable_reason,
@@ -33,7 +33,7 @@ def browser_available():
 
 @pytest.fixture(scope="session")
 def editor_server(browser_available, tmp_path_factory, models_dir, artifacts_dir):
-    from comfy_harness import ComfyServer
+    from devtools.comfy_harness import ComfyServer
 
     server = ComfyServer(tmp_path_factory.mktemp("comfy-editor"), models_dir)
     write_editor_settings(server)

@@ -14,7 +14,7 @@ import json
 
 import pytest
 import requests
-from swapline_editor import (
+from devtools.swapline_editor import (
     WORKFLOWS,
     node_id_of,
     run_in_editor,

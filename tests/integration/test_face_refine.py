@@ -1,5 +1,5 @@
 """workflows/face_refine through a real ComfyUI: core checkpoint/VAE/ControlNet loaders on the
-small SD1.5 stand-ins of tests/synthetic_sd.py (placed under the real files' names), our hint,
+small SD1.5 stand-ins of devtools/synthetic_sd.py (placed under the real files' names), our hint,
 face ControlNet, exact tiled encode and paste-back, a layer on the source clip."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from comfy_harness import ComfyExecutionError, PromptRejected
-from media import SAMPLES, rgb
+from devtools.comfy_harness import ComfyExecutionError, PromptRejected
+from devtools.media import SAMPLES, rgb
 
 REPO = Path(__file__).resolve().parents[2]
 API = json.loads((REPO / "workflows" / "api" / "face_refine.json").read_text())

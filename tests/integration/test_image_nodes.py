@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from comfy_harness import ComfyExecutionError
-from media import HANKS, T1, insightface_image, put_input, rgb
+from devtools.comfy_harness import ComfyExecutionError
+from devtools.media import HANKS, T1, insightface_image, put_input, rgb
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
 CLASSICAL = "builtin classical (landmark warp, no download)"
@@ -150,7 +150,7 @@ def test_pack_without_detector_gives_clear_error(comfy, models_dir):
 
 
 def test_unknown_pack_is_rejected_before_running(comfy):
-    from comfy_harness import PromptRejected
+    from devtools.comfy_harness import PromptRejected
 
     name = put_input(comfy, insightface_image(T1))
     prompt = detect_prompt(name, "buffalo_l")

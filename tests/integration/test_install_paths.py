@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from comfy_harness import COMFY, REPO, ComfyServer
-from media import T1, insightface_image
+from devtools.comfy_harness import COMFY, REPO, ComfyServer
+from devtools.media import T1, insightface_image
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
 BIN = Path(sys.executable).parent

@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from comfy_harness import ComfyExecutionError, PromptRejected
-from media import SAMPLES, T1, insightface_image, put_input, rgb
+from devtools.comfy_harness import ComfyExecutionError, PromptRejected
+from devtools.media import SAMPLES, T1, insightface_image, put_input, rgb
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
 RESTORE_NODES = {"SwaplineRestorerLoader", "SwaplineRestoreFaces", "SwaplineRestoreFrames"}
@@ -75,7 +75,7 @@ def test_restorer_not_in_list_is_rejected_before_running(comfy):
 @pytest.mark.parametrize("role,problem", [("truncated_restorer", "truncated or corrupt"),
                                           ("not_a_restorer", "not a face restorer")])
 def test_bad_restorer_file_gives_clear_error(comfy, models_dir, tmp_path, role, problem):
-    from synthetic_models import build_bad_models
+    from devtools.synthetic_models import build_bad_models
 
     bad = build_bad_models(tmp_path / "bad")[role]
     target = models_dir / "facerestore_models" / f"bad_{bad.name}"

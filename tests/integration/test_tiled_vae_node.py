@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from comfy_harness import COMFY
+from devtools.comfy_harness import COMFY
 from PIL import Image
 
 VAE_FILE = "swapline_test_sd15_vae.safetensors"

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from comfy_harness import ComfyServer
-from media import SAMPLES
+from devtools.comfy_harness import ComfyServer
+from devtools.media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]
 CLIP = SAMPLES / "kling_avatar_clip.mp4"
@@ -85,7 +85,7 @@ def test_builtin_video_swap_workflow(comfy):
 
 
 def test_corrupt_video_gives_clear_error(comfy, tmp_path):
-    from comfy_harness import ComfyExecutionError
+    from devtools.comfy_harness import ComfyExecutionError
 
     bad = comfy.base_dir / "input" / "swapline_corrupt.mp4"
     bad.write_bytes(CLIP.read_bytes()[: CLIP.stat().st_size // 3])

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from media import SAMPLES, rgb
+from devtools.media import SAMPLES, rgb
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))

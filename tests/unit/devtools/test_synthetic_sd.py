@@ -1,23 +1,21 @@
 """The synthetic SD1.5 set goes through ComfyUI 0.3.75's real loaders, in process, on CPU.
 
 Checkpoint -> CLIP text encode -> sampling with a ControlNet applied -> VAE decode: if these
-fail, workflow tests built on tests/synthetic_sd.py test the wrong thing (a checkpoint detected
+fail, workflow tests built on devtools/synthetic_sd.py test the wrong thing (a checkpoint detected
 as another model, a CLIP of uninitialised memory, a ControlNet whose signal never reaches the
 UNet).
 """
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[3]
 
 import pytest
-import synthetic_sd as sds
+from devtools import synthetic_sd as sds
 import torch
-from inprocess import setup_comfy
+from devtools.inprocess import setup_comfy
 
 setup_comfy()
 

@@ -9,8 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[3]
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

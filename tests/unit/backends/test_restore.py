@@ -1,9 +1,6 @@
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[3]
 
 import time  # noqa: E402
 
@@ -21,14 +18,14 @@ from swapline_core.backends.restorers import FaceRestorer, load_restorer  # noqa
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from synthetic_models import build_models
+    from devtools.synthetic_models import build_models
 
     return build_models(tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")
 def bad_models(tmp_path_factory):
-    from synthetic_models import build_bad_models
+    from devtools.synthetic_models import build_bad_models
 
     return build_bad_models(tmp_path_factory.mktemp("bad"))
 
@@ -51,7 +48,7 @@ def face_at(scale: float, dx: float, dy: float) -> Face:
 
 def photo(size: int = 512, seed: int = 0) -> np.ndarray:
     """A real-photo texture (insightface's t1.jpg) so resampling has something to get wrong."""
-    from media import T1, insightface_image
+    from devtools.media import T1, insightface_image
 
     img = np.array(Image.open(insightface_image(T1)).convert("RGB"))
     y, x = 100 + 37 * seed, 200 + 53 * seed

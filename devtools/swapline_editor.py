@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / "workflows"
 SAMPLES = REPO / "assets" / "samples"
 INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",

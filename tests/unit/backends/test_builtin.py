@@ -5,7 +5,6 @@ Run with ``-s`` to see the measured numbers (timings, identity distances before/
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import importlib.util  # noqa: E402
 import time  # noqa: E402

@@ -1,16 +1,14 @@
 """Refine Faces in Frames with ComfyUI's real loaders and sampler in process (SD1.5 stand-ins of
-tests/synthetic_sd.py, built-in analyzer on the shipped clip): frame count and timing kept, only
+devtools/synthetic_sd.py, built-in analyzer on the shipped clip): frame count and timing kept, only
 face regions change, an interrupted run resumes with the same pixels."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from inprocess import import_pack, setup_comfy  # noqa: E402
+from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
 setup_comfy()
 
@@ -18,7 +16,7 @@ from swapline_core.video import stages as pipeline  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.video.frames import FrameSequence  # noqa: E402
 
-CLIP = Path(__file__).resolve().parents[2] / "assets" / "samples" / "kling_avatar_clip.mp4"
+CLIP = Path(__file__).resolve().parents[3] / "assets" / "samples" / "kling_avatar_clip.mp4"
 N = 6
 
 
@@ -27,7 +25,7 @@ def env(tmp_path_factory):
     import comfy.controlnet
     import comfy.sd
     import folder_paths
-    from synthetic_sd import build_sd_models
+    from devtools.synthetic_sd import build_sd_models
 
     out = tmp_path_factory.mktemp("comfy-output")
     folder_paths.set_output_directory(str(out))          # the node's chunk cache goes here

@@ -1,5 +1,5 @@
 """68-point landmarks from an InsightFace pack's 1k3d68.onnx, through insightface's own router
-and Landmark class (the synthetic stand-in of tests/synthetic_models.py: a fixed mean face plus a
+and Landmark class (the synthetic stand-in of devtools/synthetic_models.py: a fixed mean face plus a
 small image-dependent term, so only geometry is checked, not landmark accuracy)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import shutil
 
 import numpy as np
 import pytest
-from media import SAMPLES, rgb
-from synthetic_models import MODEL_FILES, build_models
+from devtools.media import SAMPLES, rgb
+from devtools.synthetic_models import MODEL_FILES, build_models
 
 from swapline_core.errors import MissingModelError
 from swapline_core.backends.insightface_pack import LANDMARK_TASK, InsightFaceAnalyzer
@@ -105,7 +105,7 @@ def test_pack_without_1k3d68_has_no_landmarks(tmp_path, models, frames):
 def _build_2d106(path):
     """2d106det.onnx's signature: 192x192 in, 212 = 106 x 2 out."""
     import torch
-    from synthetic_models import _export, _rename_values
+    from devtools.synthetic_models import _export, _rename_values
     from torch import nn
 
     torch.manual_seed(0)

@@ -6,11 +6,9 @@ import datetime as dt
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[3]
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -1,16 +1,13 @@
 """Apply Face ControlNet, checked where it matters: the control residuals the UNet receives and
 the blocks that add them, in a real ComfyUI sampling run (SD1.5-architecture UNet and ControlNet
-loaded by ComfyUI's own loaders from tests/synthetic_sd.py's small checkpoints)."""
+loaded by ComfyUI's own loaders from devtools/synthetic_sd.py's small checkpoints)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from inprocess import import_pack, setup_comfy  # noqa: E402
+from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
 setup_comfy()
 
@@ -21,7 +18,7 @@ LATENT = 32          # latent side: 256 px images
 def sd(tmp_path_factory):
     import comfy.controlnet
     import comfy.sd
-    from synthetic_sd import build_sd_models
+    from devtools.synthetic_sd import build_sd_models
 
     paths = build_sd_models(tmp_path_factory.mktemp("sd-models"))
     model, clip, _vae, _ = comfy.sd.load_checkpoint_guess_config(

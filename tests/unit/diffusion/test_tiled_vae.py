@@ -1,16 +1,13 @@
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[3]
 
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from inprocess import import_pack, setup_comfy  # noqa: E402
+from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
 from swapline_core.diffusion import tiled_vae as tv  # noqa: E402
 
@@ -116,7 +113,7 @@ def test_float32_planes_are_exact_and_lean_planes_recompute(narrow_case):
     small = tv.default_plane_budget(spec, 256, 384) // 4
     lean = tv.encode_tiled_exact(vae.encoder, vae.quant_conv, x, 128, 0, plane_budget=small)
     assert psnr(lean, ref) >= 40, psnr(lean, ref)
-    ctx = tv._Ctx(torch.device("cpu"), torch.float32, torch.device("cpu"))
+    ctx = tv.Ctx(torch.device("cpu"), torch.float32, torch.device("cpu"))
     plan = tv.build_plan(spec, 256, 384, 128, ctx, small)
     assert any(n.keep is None for n in plan.nodes if isinstance(n, tv.ResNode))
     forced = sum(n.nbytes(n.keep) for n in plan.nodes if isinstance(n, tv.AttnNode) or
@@ -130,7 +127,7 @@ def test_default_plan_stays_within_one_half_precision_map(narrow):
     peak = tv.plane_bytes(spec, h, w, torch.float32)
     assert peak <= tv.default_plane_budget(spec, h, w) * 1.01
     # a full-resolution float32 map would be four times that budget's worth... it is never stored
-    ctx = tv._Ctx(torch.device("cpu"), torch.float32, torch.device("cpu"))
+    ctx = tv.Ctx(torch.device("cpu"), torch.float32, torch.device("cpu"))
     plan = tv.build_plan(spec, h, w, 256, ctx)
     assert all(n.nbytes(n.keep) <= tv.default_plane_budget(spec, h, w) for n in plan.nodes if n.keep is not None)
 

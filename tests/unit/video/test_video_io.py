@@ -1,8 +1,6 @@
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[3]
 
 import hashlib  # noqa: E402
 import time  # noqa: E402

@@ -18,7 +18,7 @@ from swapline_core.diffusion.control_schedule import (
     resize_mask,
 )
 
-SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "target_reference.png"
+SAMPLE = Path(__file__).resolve().parents[3] / "assets" / "samples" / "target_reference.png"
 
 
 @pytest.fixture(scope="module")

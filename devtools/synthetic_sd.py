@@ -53,7 +53,7 @@ Files are built once into a cache (``tests/.cache/sd15-tiny/v<BUILDER_VERSION>``
 do not write to the linked files in place. The builds are byte-for-byte reproducible with the
 pinned torch/safetensors. Building needs torch and safetensors only (no ComfyUI import).
 
-``python tests/synthetic_sd.py MODELS_DIR`` populates a folder by hand.
+``python -m devtools.synthetic_sd MODELS_DIR`` populates a folder by hand.
 """
 from __future__ import annotations
 
@@ -64,10 +64,9 @@ import time
 import zlib
 from pathlib import Path
 
-if str(Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
-from synthetic_models import build_cached, link_all
+
+from .synthetic_models import build_cached, link_all
 
 BUILDER_VERSION = 1  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent

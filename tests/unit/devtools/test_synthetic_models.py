@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 import onnx
 import pytest
-from media import HANKS, T1, insightface_image
-from synthetic_models import (
+from devtools.media import HANKS, T1, insightface_image
+from devtools.synthetic_models import (
     BAD_FILES,
     MODEL_FILES,
     build_bad_models,
@@ -89,7 +89,7 @@ def test_detector_signature_is_scrfd_10g(models):
 
 
 def test_landmark_signature_is_1k3d68_and_draws_a_face_in_the_box(models, analysis):
-    from synthetic_models import LANDMARK_LAYOUT
+    from devtools.synthetic_models import LANDMARK_LAYOUT
 
     lmk = route(models["landmark"])
     # the real file: ['None', 3, 192, 192] raw pixels (mean 0, std 1), one [*, 3309] output

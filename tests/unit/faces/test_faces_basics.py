@@ -125,7 +125,7 @@ def test_iou_and_image_coercion():
 
 
 def test_inswapper_rejects_wrong_signature(tmp_path):
-    from synthetic_models import build_bad_models
+    from devtools.synthetic_models import build_bad_models
 
     from swapline_core.errors import BadModelError
     from swapline_core.backends.inswapper import InSwapper

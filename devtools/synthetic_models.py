@@ -40,7 +40,7 @@ each models folder. Do not write to the linked files in place, that writes throu
 cache: replace them. A cache whose files changed size or mtime is rebuilt. The builds are
 byte-for-byte reproducible with the pinned torch/onnx.
 
-``python tests/synthetic_models.py MODELS_DIR [BAD_MODELS_DIR]`` populates folders by hand.
+``python -m devtools.synthetic_models MODELS_DIR [BAD_MODELS_DIR]`` populates folders by hand.
 """
 from __future__ import annotations
 
@@ -279,8 +279,7 @@ def derive_landmark_layout():
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "tests"))
-    from media import HANKS, SAMPLES, T1, insightface_image, rgb
+    from .media import HANKS, SAMPLES, T1, insightface_image, rgb
 
     from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 

@@ -1,0 +1,94 @@
+"""Write docs/measurements/*.md from a benchmark run: the only place measured numbers live.
+
+Docstrings and the README link to these files instead of quoting numbers, so a number can
+never disagree with the run that produced it. Each file names the command, the date, the git
+commit and the machine it came from. A section that did not run leaves its file untouched.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+import sys
+
+from . import report
+from .paths import REPO
+
+DOCS = REPO / "docs" / "measurements"
+
+
+def stamp() -> dict:
+    """Command line and UTC time of this run, recorded next to the machine facts."""
+    return {"command": " ".join(shlex.quote(a) for a in [_command()] + sys.argv[1:]),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _command() -> str:
+    prog = sys.argv[0] if sys.argv else ""
+    return "python -m bench.tiled_vae" if prog.endswith("tiled_vae.py") else "scripts/bench.sh"
+
+
+def _header(title: str, what: str, run: dict, machine: dict) -> list[str]:
+    return [f"# {title}", "",
+            "*Written by the benchmark; do not edit by hand (the next run overwrites it).*", "",
+            what, "",
+            f"- Command: `{run.get('command')}`",
+            f"- Date: {run.get('date')}",
+            f"- Machine: {report.machine_line(machine)}", ""]
+
+
+def tiled_vae_doc(tv: dict, machine: dict, run: dict) -> str:
+    w, h = tv["size"]
+    lines = _header("Tiled VAE encode: measurements",
+                    f"Exact tiled encode (`swapline_core/diffusion/tiled_vae/`, node `SwaplineTiledVAEEncode`) "
+                    f"against core `VAEEncode` and `VAEEncodeTiled` on one {w}x{h} frame. Method and setup: "
+                    "`bench/tiled_vae.py` (module docstring) and `bench/README.md`.", run, machine)
+    lines += [f"VAE: {tv.get('vae')}.", "", "## Targets", ""]
+    lines += report._table(["metric", "measured", "target", "met"], report.tiled_vae_rows(tv)) + [""]
+    lines += ["## Per method", ""] + report.tiled_vae_table(tv) + [""]
+    abl = tv.get("ablation")
+    if abl:
+        lines += [f"Ablation tile {abl.get('tile')}, overlap {abl.get('overlap')}; load average "
+                  f"{tv.get('load_average_at_start')} at start, {tv.get('load_average_at_end')} at end.", ""]
+    if tv.get("errors"):
+        lines += ["## Errors", ""] + [f"- {k}: {str(e).splitlines()[0][:300]}" for k, e in tv["errors"].items()] + [""]
+    return "\n".join(lines)
+
+
+def bench_doc(results: dict, run: dict) -> str:
+    lines = _header("Video pipeline benchmark: measurements",
+                    "Naive per-frame baseline against Swapline's streaming pipeline (same models, clip and "
+                    "encoder settings), peak RSS of a real ComfyUI server on a long vs a short clip, and "
+                    "per-stage times. Method: `bench/README.md`. Full tables: `out/bench/results.md` of the "
+                    "same run.", run, results["machine"])
+    lines += ["## Targets", ""] + report.headline(results) + [""]
+    lines += ["## Speed", ""] + report.speed_table(results) + [""]
+    lines += ["## Peak RSS", ""] + report.rss_table(results) + [""]
+    lines += ["## Per-stage time (s)", ""] + report.stage_table(results) + [""]
+    if results.get("errors"):
+        lines += ["## Errors", ""] + [f"- {k}: {str(e).splitlines()[0][:300]}" for k, e in results["errors"].items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(results: dict) -> list[str]:
+    """Write the docs for the sections of a complete bench.run result; returns the paths written."""
+    DOCS.mkdir(parents=True, exist_ok=True)
+    run = results.get("run") or stamp()
+    written = []
+    if results.get("tiled_vae"):
+        (DOCS / "tiled_vae.md").write_text(tiled_vae_doc(results["tiled_vae"], results["machine"], run))
+        written.append("docs/measurements/tiled_vae.md")
+    s = results.get("settings", {})
+    if not (s.get("skip_speed") and s.get("skip_rss")):
+        (DOCS / "bench.md").write_text(bench_doc(results, run))
+        written.append("docs/measurements/bench.md")
+    return written
+
+
+def write_tiled_vae(tv: dict) -> str:
+    """bench.tiled_vae run alone: its own machine facts and stamp."""
+    from .machine import machine_info
+
+    DOCS.mkdir(parents=True, exist_ok=True)
+    (DOCS / "tiled_vae.md").write_text(tiled_vae_doc(tv, machine_info(), stamp()))
+    return "docs/measurements/tiled_vae.md"
