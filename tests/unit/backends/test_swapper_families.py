@@ -195,3 +195,26 @@ def test_stand_ins_keep_published_io(files):
         g = onnx.load(str(files[role]), load_external_data=False).graph
         names = [i.name for i in g.input if i.name not in {x.name for x in g.initializer}]
         assert names == (["input"] if kind == "converter" else ["target", "source"]), role
+
+
+def test_commercial_switch_and_licences_in_provenance(files):
+    from swapline_core.backends.catalog import KNOWN_MODELS, check_commercial
+    from swapline_core.provenance.audit_log import make_record
+    from swapline_core.provenance.c2pa import model_entry
+    from swapline_core.provenance.hashing import model_manifest
+
+    assert all(m.commercial in ("yes", "no", "unknown") and m.licence and m.source for m in KNOWN_MODELS)
+    hyper = FamilySwapper(str(files["hyperswap_1a_256"]), "CPU")
+    with pytest.raises(SwaplineError, match=r"hyperswap_1a_256.onnx': licence ResearchRAIL"):
+        check_commercial(hyper.model_files())
+    ghost = FamilySwapper(str(files["ghost_1_256"]), "CPU")
+    check_commercial(ghost.model_files())      # GHOST and its converter are Apache-2.0
+    with pytest.raises(SwaplineError, match="not in Swapline's catalog"):
+        check_commercial([("swapper", "/x/my_own_swapper.onnx")])
+    models = model_manifest(ghost.model_files())
+    assert [(m["name"], m["licence"], m["commercial"]) for m in models] == [
+        ("ghost_1_256.onnx", "Apache-2.0", "yes"), ("crossface_ghost.onnx", "Apache-2.0", "yes")]
+    rec = make_record(job_id="j", input_sha256=None, output_sha256=None, models=models, settings={},
+                      qa_decision=None, signer_fingerprint=None)
+    assert rec["models"][0]["licence"] == "Apache-2.0"
+    assert model_entry(models[1])["commercial"] == "yes"
