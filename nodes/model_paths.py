@@ -28,7 +28,7 @@ _FOLDERS = {
     HYPERSWAP: ("hyperswap", {".onnx"}),
     RESWAPPER: ("reswapper", {".onnx"}),
     FACEFUSION: ("facefusion", {".onnx"}),
-    FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt"}),
+    FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt", ".onnx"}),  # .onnx: GPEN-BFR
     FACE_MODELS: (os.path.join("swapline", "faces"), {".safetensors"}),
 }
 

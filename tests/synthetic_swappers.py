@@ -6,7 +6,9 @@ published file names, with the published input/output signatures (docs/swappers.
   range ([0,1], or the input's normalised space for HyperSwap/GHOST/HiFiFace/UniFace);
 - INSwapper-architecture files (reswapper_128/256) carry the 512x512 ``emap`` as their last
   initializer, like inswapper_128;
-- converters ``crossface_*.onnx``: ``input`` [1,512] -> [1,512].
+- converters ``crossface_*.onnx``: ``input`` [1,512] -> [1,512];
+- GPEN-BFR restorers (FaceFusion's ``gpen_bfr_256/1024.onnx``, ReActor's ``GPEN-BFR-512.onnx``):
+  ``input`` [1,3,S,S] in [-1,1] -> [1,3,S,S] in [-1,1].
 
 Each graph undoes its family's normalisation, nudges the target face by a random convnet driven by
 the source, and re-applies the output normalisation: run with the right pre/post-processing the
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from synthetic_models import _export, _export_swapper, build_cached, link_all
 
-VERSION = 2  # bump whenever a builder changes: the cache is keyed by it alone
+VERSION = 3  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = REPO / "tests" / ".cache" / "synthetic-swappers" / f"v{VERSION}"
 
@@ -50,6 +52,10 @@ SWAPPERS = {
     "uniface_256": ("facefusion/uniface_256.onnx", "net", (256, 256, HALF, "denorm", 51)),
     "reswapper_128": ("reswapper/reswapper_128.onnx", "inswapper", (128,)),
     "reswapper_256": ("reswapper/reswapper_256.onnx", "inswapper", (256,)),
+    # GPEN-BFR restorers: ``input`` [1,3,S,S] in [-1,1] -> one [1,3,S,S] output in [-1,1]
+    "gpen_bfr_256": ("facefusion/gpen_bfr_256.onnx", "gpen", (256, 61)),
+    "gpen_bfr_1024": ("facefusion/gpen_bfr_1024.onnx", "gpen", (1024, 62)),
+    "GPEN-BFR-512": ("facerestore_models/GPEN-BFR-512.onnx", "gpen", (512, 63)),
 }
 FILES = {role: rel for role, (rel, _k, _a) in SWAPPERS.items()}
 
@@ -92,6 +98,25 @@ def _build(kind: str, args: tuple):
 
         if kind == "inswapper":
             _export_swapper(path, args[0])
+        elif kind == "gpen":
+            size, seed = args
+            torch.manual_seed(seed)
+            conv = torch.nn.Conv2d(3, 3, 3, 1, 1)
+
+            class Gpen(torch.nn.Module):
+                """Stays near the input (a small learned-looking nudge), in [-1,1] like GPEN."""
+
+                def __init__(self):
+                    super().__init__()
+                    self.conv = conv
+
+                def forward(self, x):
+                    x = x.clamp(-0.98, 0.98)
+                    inner = 0.5 * torch.log((1 + x) / (1 - x))      # atanh (not exportable at opset 17)
+                    return torch.tanh(inner + 0.3 * torch.tanh(self.conv(x)))
+
+            _export(Gpen().eval(), (torch.rand(1, 3, size, size) * 2 - 1,), path, input_names=["input"],
+                    output_names=["output"])
         elif kind == "converter":
             torch.manual_seed(args[0])
             lin = torch.nn.Linear(512, 512).eval()

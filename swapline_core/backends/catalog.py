@@ -94,6 +94,10 @@ KNOWN_MODELS = (
                  vendor="somanchiu", commercial="unknown") for n in (128, 256)),
     *(KnownModel(FACEFUSION, f"gpen_bfr_{n}.onnx", f"GPEN-BFR face restorer ({n} px)", "non-commercial",
                  f"{_FF}, models-3.0.0", vendor="yangxy", commercial="no") for n in (256, 512, 1024)),
+    # the same GPEN-BFR exports under the names ReActor's model list gives them
+    *(KnownModel(FACERESTORE, f"GPEN-BFR-{n}.onnx", f"GPEN-BFR face restorer ({n} px)", "non-commercial",
+                 "ReActor's model list (yangxy/GPEN exports)", vendor="yangxy", commercial="no")
+      for n in (512, 1024, 2048)),
 )
 
 

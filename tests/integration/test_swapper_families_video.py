@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,3 +76,18 @@ def test_commercial_only_refuses_on_the_server(staged):
         _run(staged, FAMILY_FILES["hyperswap"], 4, commercial_only=True)
     report, _ = _run(staged, FAMILY_FILES["ghost"], 4, commercial_only=True)
     assert [m["commercial"] for m in report["models"]] == ["yes", "yes"]
+
+
+@pytest.mark.parametrize("restorer", ["GPEN-BFR-512.onnx", "facefusion/gpen_bfr_256.onnx"])
+def test_gpen_restorer_on_the_server(staged, restorer):
+    from media import T1, insightface_image, put_input, rgb
+    from test_restore_nodes import restore_prompt
+
+    name = put_input(staged, insightface_image(T1))
+    hist = staged.run(restore_prompt(name, restorer))
+    original = rgb(insightface_image(T1))
+    out = rgb(staged.output_path(hist["outputs"]["7"]["images"][0]))
+    mask = rgb(staged.output_path(hist["outputs"]["9"]["images"][0]))[..., 0]
+    assert out.shape == original.shape
+    assert np.abs(out[mask == 0].astype(int) - original[mask == 0]).max() <= 1
+    assert np.abs(out[mask > 250].astype(int) - original[mask > 250]).mean() > 0.3

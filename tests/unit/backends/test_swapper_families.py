@@ -194,7 +194,7 @@ def test_stand_ins_keep_published_io(files):
     for role, (rel, kind, _a) in SWAPPERS.items():
         g = onnx.load(str(files[role]), load_external_data=False).graph
         names = [i.name for i in g.input if i.name not in {x.name for x in g.initializer}]
-        assert names == (["input"] if kind == "converter" else ["target", "source"]), role
+        assert names == (["input"] if kind in ("converter", "gpen") else ["target", "source"]), role
 
 
 def test_commercial_switch_and_licences_in_provenance(files):
@@ -218,3 +218,31 @@ def test_commercial_switch_and_licences_in_provenance(files):
                       qa_decision=None, signer_fingerprint=None)
     assert rec["models"][0]["licence"] == "Apache-2.0"
     assert model_entry(models[1])["commercial"] == "yes"
+
+
+@pytest.mark.parametrize("model", ["gpen_bfr_256", "GPEN-BFR-512", "gpen_bfr_1024"])
+def test_gpen_restores_in_place(files, scene, model):
+    from swapline_core.backends.catalog import licence_of
+    from swapline_core.backends.gpen import GpenRestorer
+    from swapline_core.faces.paste import apply_patches
+
+    img, faces, _ = scene
+    r = GpenRestorer(str(files[model]), "CPU")
+    assert r.size == int(model.replace("-", "_").rsplit("_", 1)[-1])
+    assert r.template == ("arcface_128" if r.size == 256 else "ffhq_512")
+    patches = r.restore([img], [faces], weight=1.0)[0]
+    assert len(patches) == 3
+    out = apply_patches(img, patches)
+    for p in patches:
+        x0, y0, x1, y1 = p.region
+        inside = p.mask > 0.5
+        d = np.abs(out[y0:y1, x0:x1][inside].astype(np.float32) - img[y0:y1, x0:x1][inside]).mean()
+        assert 0.3 < d < 25, d
+    assert licence_of(str(files[model]))["commercial"] == "no"
+
+
+def test_gpen_rejects_other_onnx(files):
+    from swapline_core.backends.gpen import GpenRestorer
+
+    with pytest.raises(BadModelError, match="not a GPEN-BFR restorer"):
+        GpenRestorer(str(files["crossface_ghost"]), "CPU")
