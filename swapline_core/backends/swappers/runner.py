@@ -78,8 +78,15 @@ class FamilySwapper(FaceSwapper):
             self.converter_path = self._find_converter(converter_dirs)
             self.converter = create_session(self.converter_path, provider)
             self.providers[f"converter:{self.spec.converter}"] = list(self.converter.get_providers())
+        self._mask_settings = (mask_kind, round(float(mask_erode), 4), round(float(mask_blur), 4))
         self._src_key = None
         self._src_vec = None
+
+    @property
+    def settings(self) -> tuple:
+        """What changes the pixels besides the files: part of the video swap stage's key, so a
+        resumed clip never reuses chunks swapped with another boost, weight or mask."""
+        return (self.spec.name, self.crop_size, round(self.identity_weight, 4), self._mask_settings)
 
     # ------------------------------------------------------------------ source side
     def _find_converter(self, dirs: Sequence[str]) -> str:
