@@ -73,7 +73,8 @@ class ComfyServer:
             settings.write_text(json.dumps({"Comfy.TutorialCompleted": True}))
         folders = {"insightface": "insightface", "facerestore_models": "facerestore_models",
                    "swapline_faces": "swapline/faces", "checkpoints": "checkpoints", "vae": "vae",
-                   "controlnet": "controlnet"}
+                   "controlnet": "controlnet", "hyperswap": "hyperswap", "reswapper": "reswapper",
+                   "facefusion": "facefusion"}
         lines = ["swapline_tests:", f"    base_path: {self.models_dir}"]
         lines += [f"    {k}: {v}" for k, v in folders.items()]
         (self.base_dir / "extra_model_paths.yaml").write_text("\n".join(lines) + "\n")

@@ -72,7 +72,7 @@ BAD_FILES = {
 }
 
 
-def _export(model, args, path: Path, **kwargs) -> None:
+def export_onnx(model, args, path: Path, **kwargs) -> None:
     """Legacy TorchScript exporter (no onnxscript needed), without its deprecation chatter."""
     import warnings
 
@@ -215,7 +215,7 @@ def _build_detector(path: Path) -> None:
     names = [f"out{i}" for i in range(9)]
     axes = {"input.1": {2: "?", 3: "?"}}
     axes.update({name: {0: f"anchors{i % 3}"} for i, name in enumerate(names)})
-    _export(model, (dummy,), path, input_names=["input.1"], output_names=names, dynamic_axes=axes)
+    export_onnx(model, (dummy,), path, input_names=["input.1"], output_names=names, dynamic_axes=axes)
     _rename_values(path, dict(zip(names, SCRFD_OUTPUTS)), [1] * 3 + [4] * 3 + [10] * 3)
 
 
@@ -233,7 +233,7 @@ def _build_recognizer(path: Path) -> None:
         nn.InstanceNorm2d(3), nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.Tanh(),
         nn.Conv2d(16, 32, 3, 2, 1, bias=False), nn.Tanh(), nn.Conv2d(32, 32, 3, 2, 1, bias=False),
         nn.AvgPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 512, bias=False)).eval()
-    _export(model, (torch.zeros(2, 3, 112, 112),), path, input_names=["input.1"],
+    export_onnx(model, (torch.zeros(2, 3, 112, 112),), path, input_names=["input.1"],
             output_names=["embedding"], dynamic_axes={"input.1": {0: "None"}, "embedding": {0: "None"}})
     _rename_values(path, {"embedding": "683"})  # the real file's output name
 
@@ -328,7 +328,7 @@ def _build_landmark(path: Path) -> None:
     import torch
 
     axes = {"data": {0: "None"}, "fc1": {0: "None"}}
-    _export(_landmark_module(), (torch.zeros(1, 3, 192, 192),), path, input_names=["data"],
+    export_onnx(_landmark_module(), (torch.zeros(1, 3, 192, 192),), path, input_names=["data"],
             output_names=["fc1"], dynamic_axes=axes)
     _rename_values(path, {}, [LANDMARK_POINTS * 3])
     # insightface's Landmark decides the input normalisation from the first node *names*: a
@@ -367,13 +367,13 @@ def _swapper_module(size: int):
     return TinySwapper().eval(), (torch.rand(1, 3, size, size), torch.randn(1, 512))
 
 
-def _export_swapper(path: Path, size: int) -> None:
+def export_swapper(path: Path, size: int) -> None:
     import numpy as np
     import onnx
     from onnx import numpy_helper
 
     model, dummy = _swapper_module(size)
-    _export(model, dummy, path, input_names=["target", "source"], output_names=["output"])
+    export_onnx(model, dummy, path, input_names=["target", "source"], output_names=["output"])
     # insightface reads graph.initializer[-1] as the 512x512 embedding map and applies it in
     # numpy; no node uses it, so ORT logs "Removing initializer 'emap'" when loading (harmless).
     proto = onnx.load(str(path))
@@ -385,7 +385,7 @@ def _export_swapper(path: Path, size: int) -> None:
 
 
 def _build_swapper(path: Path) -> None:
-    _export_swapper(path, 128)
+    export_swapper(path, 128)
 
 
 # --------------------------------------------------------------------------- restorer (GFPGAN)
@@ -493,7 +493,7 @@ def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, 
     bad_dir = Path(bad_dir)
     bad_dir.mkdir(parents=True, exist_ok=True)
     out = {role: bad_dir / name for role, name in BAD_FILES.items()}
-    _export_swapper(out["not_a_swapper"], 64)
+    export_swapper(out["not_a_swapper"], 64)
     with open(ensure_cache(cache_dir) / MODEL_FILES["restorer"], "rb") as f:
         out["truncated_restorer"].write_bytes(f.read(1 << 20))
     torch.manual_seed(5)

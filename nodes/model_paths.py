@@ -16,10 +16,19 @@ from ..swapline_core.errors import MissingModelError
 INSIGHTFACE = "insightface"
 FACERESTORE = "facerestore_models"
 FACE_MODELS = "swapline_faces"
+# ReActor 0.7's folders for HyperSwap and ReSwapper, and FaceFusion's model set (its
+# .assets/models: swappers, crossface_* embedding converters, GPEN) as models/facefusion.
+HYPERSWAP = "hyperswap"
+RESWAPPER = "reswapper"
+FACEFUSION = "facefusion"
+SWAPPER_FOLDERS = (HYPERSWAP, RESWAPPER, FACEFUSION)
 
 _FOLDERS = {
     INSIGHTFACE: ("insightface", {".onnx"}),
-    FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt"}),
+    HYPERSWAP: ("hyperswap", {".onnx"}),
+    RESWAPPER: ("reswapper", {".onnx"}),
+    FACEFUSION: ("facefusion", {".onnx"}),
+    FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt", ".onnx"}),  # .onnx: GPEN-BFR
     FACE_MODELS: (os.path.join("swapline", "faces"), {".safetensors"}),
 }
 

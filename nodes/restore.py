@@ -5,12 +5,12 @@ import json
 
 from comfy_api.latest import io
 
-from ..swapline_core.video import stages as pipeline
-from ..swapline_core.errors import SwaplineError
-from ..swapline_core.types import FaceSet
 from ..swapline_core.backends.cache import cached
-from ..swapline_core.faces.paste import apply_patches, union_mask
 from ..swapline_core.backends.restorers import load_restorer
+from ..swapline_core.errors import SwaplineError
+from ..swapline_core.faces.paste import apply_patches, union_mask
+from ..swapline_core.types import FaceSet
+from ..swapline_core.video import stages as pipeline
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Faces, Frames, Restorer
@@ -22,12 +22,30 @@ CHUNK = 8
 BYTES_PER_FACE = 800 * 1024 ** 2
 
 
+def restorer_files() -> list[str]:
+    """models/facerestore_models files bare (as before), plus FaceFusion's GPEN-BFR files."""
+    return model_paths.files(model_paths.FACERESTORE) + [
+        f"{model_paths.FACEFUSION}/{f}" for f in model_paths.files(model_paths.FACEFUSION)
+        if f.replace("\\", "/").rsplit("/", 1)[-1].lower().startswith("gpen_bfr_")]
+
+
+def resolve_restorer(name: str) -> str:
+    head, _, rest = name.replace("\\", "/").partition("/")
+    if rest and head == model_paths.FACEFUSION:
+        return model_paths.resolve(model_paths.FACEFUSION, rest)
+    return model_paths.resolve(model_paths.FACERESTORE, name)
+
+
 def load_managed_restorer(name: str, fidelity: float, mask_blur: float):
     """The restorer with its weights owned by ComfyUI's model management (VRAM, offloading)."""
     import comfy.model_management as mm
     import comfy.model_patcher
 
-    path = model_paths.resolve(model_paths.FACERESTORE, name)
+    path = resolve_restorer(name)
+    if path.lower().endswith(".onnx"):  # GPEN-BFR: ONNX Runtime owns its device, not ComfyUI
+        from ..swapline_core.backends.gpen import GpenRestorer
+
+        return cached("gpen-restorer", path, (mask_blur,), lambda: GpenRestorer(path, "auto", mask_blur))
     load_device = mm.get_torch_device()
     offload_device = mm.unet_offload_device()
 
@@ -52,27 +70,36 @@ class RestorerLoader(io.ComfyNode):
             display_name="Load Face Restorer (Swapline)",
             category=f"{CATEGORY}/loaders",
             description="Loads a face restoration model from models/facerestore_models: GFPGAN v1.3/v1.4, "
-                        "RestoreFormer, or CodeFormer (needs spandrel_extra_arches). Its VRAM is managed by "
-                        "ComfyUI like any other model.",
+                        "RestoreFormer, or CodeFormer (needs spandrel_extra_arches), whose VRAM ComfyUI manages "
+                        "like any other model's; or a GPEN-BFR ONNX (256/512/1024 px, run by ONNX Runtime).",
             inputs=[
-                io.Combo.Input("restorer", options=model_paths.files(model_paths.FACERESTORE),
-                               tooltip="Face restoration model file in models/facerestore_models (e.g. GFPGANv1.4.pth)."),
+                io.Combo.Input("restorer", options=restorer_files(),
+                               tooltip="Face restoration model file in models/facerestore_models (e.g. GFPGANv1.4.pth, "
+                                       "GPEN-BFR-512.onnx), or FaceFusion's facefusion/gpen_bfr_*.onnx."),
                 io.Float.Input("codeformer_fidelity", default=0.5, min=0.0, max=1.0, step=0.05,
                                tooltip="CodeFormer only: 0 favours quality, 1 favours fidelity to the input face."),
                 io.Float.Input("mask_blur", default=0.1, min=0.0, max=0.3, step=0.005,
                                tooltip="Feather width of the paste-back mask as a fraction of the face crop (inside the mask only)."),
+                io.Boolean.Input("commercial_only", default=False, optional=True,
+                                 tooltip="Refuse models whose licence does not allow commercial use, or is unknown."),
             ],
             outputs=[Restorer.Output(display_name="restorer")],
         )
 
     @classmethod
     def validate_inputs(cls, restorer):
-        return model_paths.check_choice("face restorer", restorer, model_paths.files(model_paths.FACERESTORE),
-                                        model_paths.folders(model_paths.FACERESTORE))
+        return model_paths.check_choice("face restorer", restorer, restorer_files(),
+                                        model_paths.folders(model_paths.FACERESTORE)
+                                        + model_paths.folders(model_paths.FACEFUSION))
 
     @classmethod
-    def execute(cls, restorer, codeformer_fidelity, mask_blur) -> io.NodeOutput:
-        return io.NodeOutput(load_managed_restorer(restorer, codeformer_fidelity, mask_blur))
+    def execute(cls, restorer, codeformer_fidelity, mask_blur, commercial_only=False) -> io.NodeOutput:
+        loaded = load_managed_restorer(restorer, codeformer_fidelity, mask_blur)
+        if commercial_only:
+            from ..swapline_core.backends.catalog import check_commercial
+
+            check_commercial(loaded.model_files())
+        return io.NodeOutput(loaded)
 
 
 def _weight_input():

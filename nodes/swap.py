@@ -3,38 +3,83 @@ from __future__ import annotations
 
 import json
 
-from comfy_api.latest import io
+from comfy_api.latest import io, ui
 
-from ..swapline_core.errors import SwaplineError
-from ..swapline_core.types import FaceSet
 from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.backends.swappers.families import FAMILIES
+from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
+from ..swapline_core.types import FaceSet
 from . import model_paths
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, FaceModel, Faces, Swapper
 
 CLASSICAL = "builtin classical (landmark warp, no download)"
 CHUNK = 8
+FAMILY_CHOICES = ("auto",) + tuple(FAMILIES)
+BOOST_CHOICES = ("off", "256", "384", "512", "768", "1024")
+# files in FaceFusion's folder that are not swappers (converters, restorers)
+_NOT_SWAPPERS = ("crossface_", "gpen_", "gfpgan", "codeformer", "restoreformer", "xseg", "bisenet", "arcface",
+                 "yoloface", "retinaface", "scrfd", "2dfan", "fan_68", "fairface", "open_nsfw", "nsfw")
 
 
 def swapper_files() -> list[str]:
+    """Widget values: models/insightface files bare (as before), other folders as 'folder/file'."""
     # analysis packs live under insightface/models/<pack>; only top-level files are swappers
-    return [f for f in model_paths.files(model_paths.INSIGHTFACE) if not f.replace("\\", "/").startswith("models/")]
+    out = [f for f in model_paths.files(model_paths.INSIGHTFACE) if not f.replace("\\", "/").startswith("models/")]
+    for folder in model_paths.SWAPPER_FOLDERS:
+        out += [f"{folder}/{f}" for f in model_paths.files(folder)
+                if not f.replace("\\", "/").rsplit("/", 1)[-1].lower().startswith(_NOT_SWAPPERS)]
+    return out
 
 
-def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, mask_blur: float):
-    settings = (provider, mask_kind, mask_erode, mask_blur)
+def swapper_search_folders() -> list[str]:
+    return [d for name in (model_paths.INSIGHTFACE,) + model_paths.SWAPPER_FOLDERS for d in model_paths.folders(name)]
+
+
+def resolve_swapper(name: str) -> str:
+    head, _, rest = name.replace("\\", "/").partition("/")
+    if rest and head in model_paths.SWAPPER_FOLDERS:
+        return model_paths.resolve(head, rest)
+    return model_paths.resolve(model_paths.INSIGHTFACE, name)
+
+
+def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, mask_blur: float,
+                 family: str = "auto", pixel_boost: str = "off", identity_weight: float = 0.5,
+                 commercial_only: bool = False):
+    settings = (provider, mask_kind, mask_erode, mask_blur, family, pixel_boost, identity_weight)
     if name == CLASSICAL:
         from ..swapline_core.backends.classical import ClassicalSwapper
 
-        return cached("classical-swapper", "", settings,
+        # Swapline's own code over the analyzer's landmarks: no third-party swap weights
+        return cached("classical-swapper", "", settings[:4],
                       lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
-    from ..swapline_core.backends.inswapper import InSwapper
+    from ..swapline_core.backends.catalog import check_commercial
+    from ..swapline_core.backends.swappers import FamilySwapper
 
-    path = model_paths.resolve(model_paths.INSIGHTFACE, name)
-    return cached("inswapper", path, settings, lambda: InSwapper(path, provider, mask_kind, mask_erode, mask_blur))
+    path = resolve_swapper(name)
+    boost = 0 if pixel_boost in ("off", "", None) else int(pixel_boost)
+    sw = cached("family-swapper", path, settings, lambda: FamilySwapper(
+        path, provider, mask_kind, mask_erode, mask_blur, family=family, pixel_boost=boost,
+        identity_weight=identity_weight, converter_dirs=[d for n in model_paths.SWAPPER_FOLDERS
+                                                         for d in model_paths.folders(n)]))
+    if commercial_only:
+        check_commercial(sw.model_files())
+    return sw
+
+
+def swapper_report(sw) -> str:
+    from ..swapline_core.backends.catalog import licence_of
+
+    if not hasattr(sw, "spec"):
+        return json.dumps({"swapper": sw.name, "family": "classical", "licence": "Swapline (this pack)"}, indent=1)
+    return json.dumps({"swapper": sw.name, "family": sw.spec.name, "detected_by": sw.detected_by,
+                       "crop": sw.crop_size, "pixel_boost": sw.k > 1, "identity_weight": sw.identity_weight,
+                       "providers": sw.providers,
+                       "models": [{"role": r, "file": p.replace("\\", "/").rsplit("/", 1)[-1], **licence_of(p)}
+                                  for r, p in sw.model_files()]}, indent=1)
 
 
 class SwapperLoader(io.ComfyNode):
@@ -44,11 +89,14 @@ class SwapperLoader(io.ComfyNode):
             node_id="SwaplineSwapperLoader",
             display_name="Load Face Swapper (Swapline)",
             category=f"{CATEGORY}/loaders",
-            description="Loads a face swapper: inswapper_128.onnx (or any ONNX with its signature) from "
-                        "models/insightface, or the built-in classical landmark-warp swapper.",
+            description="Loads a face swapper: an ONNX file of a known family (INSwapper/ReSwapper, HyperSwap, "
+                        "GHOST, SimSwap, HiFiFace, BlendSwap, UniFace; see docs/swappers.md) from models/insightface, "
+                        "models/hyperswap, models/reswapper or models/facefusion, detected by its signature, or "
+                        "the built-in classical landmark-warp swapper.",
             inputs=[
                 io.Combo.Input("swapper", options=[CLASSICAL] + swapper_files(), default=CLASSICAL,
-                               tooltip="Swapper model file in models/insightface, or the built-in classical swapper."),
+                               tooltip="Swapper model file (models/insightface, hyperswap/, reswapper/, facefusion/), "
+                                       "or the built-in classical swapper."),
                 io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
                                tooltip="ONNX Runtime execution provider (neural swappers)."),
                 io.Combo.Input("mask", options=list(MASK_KINDS), default="ellipse",
@@ -57,6 +105,17 @@ class SwapperLoader(io.ComfyNode):
                                tooltip="Shrink the paste mask by this fraction of the face size."),
                 io.Float.Input("mask_blur", default=0.05, min=0.0, max=0.3, step=0.005,
                                tooltip="Feather width of the paste mask as a fraction of the face size (inside the mask only)."),
+                io.Combo.Input("family", options=list(FAMILY_CHOICES), default="auto", optional=True,
+                               tooltip="Swapper family; 'auto' detects it from the file's signature (and its name "
+                                       "where families share a signature)."),
+                io.Combo.Input("pixel_boost", options=list(BOOST_CHOICES), default="off", optional=True,
+                               tooltip="Swap at this crop size by running the model on sub-pixel-shifted tiles of a "
+                                       "larger aligned crop (a multiple of the model's own size)."),
+                io.Float.Input("identity_weight", default=0.5, min=0.0, max=1.0, step=0.05, optional=True,
+                               tooltip="0.5 = the source identity as is; lower keeps more of each target face's "
+                                       "identity (up to 35 %), higher pushes away from it. Embedding-driven families only."),
+                io.Boolean.Input("commercial_only", default=False, optional=True,
+                                 tooltip="Refuse models whose licence does not allow commercial use, or is unknown."),
             ],
             outputs=[Swapper.Output(display_name="swapper")],
         )
@@ -64,11 +123,14 @@ class SwapperLoader(io.ComfyNode):
     @classmethod
     def validate_inputs(cls, swapper):
         return swapper == CLASSICAL or model_paths.check_choice(
-            "swapper", swapper, swapper_files(), model_paths.folders(model_paths.INSIGHTFACE))
+            "swapper", swapper, swapper_files(), swapper_search_folders())
 
     @classmethod
-    def execute(cls, swapper, provider, mask, mask_erode, mask_blur) -> io.NodeOutput:
-        return io.NodeOutput(load_swapper(swapper, provider, mask, mask_erode, mask_blur))
+    def execute(cls, swapper, provider, mask, mask_erode, mask_blur, family="auto", pixel_boost="off",
+                identity_weight=0.5, commercial_only=False) -> io.NodeOutput:
+        sw = load_swapper(swapper, provider, mask, mask_erode, mask_blur, family, pixel_boost, identity_weight,
+                          commercial_only)
+        return io.NodeOutput(sw, ui=ui.PreviewText(swapper_report(sw)))
 
 
 class SwapFaces(io.ComfyNode):

@@ -11,7 +11,15 @@ INSIGHTFACE = "insightface"
 ANALYSIS_PACKS = "insightface/models"
 FACERESTORE = "facerestore_models"
 FACE_MODELS = "swapline/faces"
-MODEL_FOLDERS = (INSIGHTFACE, ANALYSIS_PACKS, FACERESTORE, FACE_MODELS)
+# ReActor 0.7 keeps HyperSwap and ReSwapper files in their own folders; FaceFusion keeps all of
+# its models (swappers, embedding converters, GPEN) in .assets/models: point models/facefusion
+# at it (a link, or extra_model_paths.yaml key ``facefusion``).
+HYPERSWAP = "hyperswap"
+RESWAPPER = "reswapper"
+FACEFUSION = "facefusion"
+MODEL_FOLDERS = (INSIGHTFACE, ANALYSIS_PACKS, FACERESTORE, FACE_MODELS, HYPERSWAP, RESWAPPER, FACEFUSION)
+COMMERCIAL = ("yes", "no", "unknown")
+_FF = "FaceFusion models-3.x release assets (github.com/facefusion/facefusion-assets)"
 
 
 @dataclass(frozen=True)
@@ -23,35 +31,105 @@ class KnownModel:
     source: str
     size_bytes: int | None = None
     sha256: str | None = None
+    vendor: str = ""
+    # may a commercial user run it: "yes", "no" or "unknown" (treated as no by commercial_only)
+    commercial: str = "unknown"
 
 
 KNOWN_MODELS = (
     KnownModel(INSIGHTFACE, "inswapper_128.onnx", "neural face swapper (128 px)",
                "non-commercial research only (InsightFace)",
                "InsightFace release / the ReActor and roop model mirrors", 554253681,
-               "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af"),
+               "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af", "InsightFace", "no"),
     KnownModel(INSIGHTFACE, "inswapper_128_fp16.onnx", "neural face swapper, fp16",
                "non-commercial research only (InsightFace)",
                "FaceFusion / ReActor model mirrors", 277680638,
-               "6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b"),
+               "6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b", "InsightFace", "no"),
     KnownModel(f"{ANALYSIS_PACKS}/buffalo_l", "det_10g.onnx", "SCRFD-10G face detector",
                "non-commercial research only (InsightFace)",
                "insightface buffalo_l.zip (github.com/deepinsight/insightface releases)", 16923827,
-               "5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91"),
+               "5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91", "InsightFace", "no"),
     KnownModel(f"{ANALYSIS_PACKS}/buffalo_l", "w600k_r50.onnx", "ArcFace R50 recognizer (512-d)",
                "non-commercial research only (InsightFace)",
                "insightface buffalo_l.zip (github.com/deepinsight/insightface releases)", 174383860,
-               "4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43"),
+               "4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43", "InsightFace", "no"),
     # optional: 68-point landmarks (hints, classical swapper); size/hash as published by several
     # independent projects pinning buffalo_l's members
     KnownModel(f"{ANALYSIS_PACKS}/buffalo_l", "1k3d68.onnx", "68-point 3-D landmarks (optional)",
                "non-commercial research only (InsightFace)",
                "insightface buffalo_l.zip (github.com/deepinsight/insightface releases)", 143607619,
-               "df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc"),
+               "df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc", "InsightFace", "no"),
     KnownModel(FACERESTORE, "GFPGANv1.4.pth", "GFPGAN v1.4 face restorer", "Apache-2.0 (TencentARC)",
                "github.com/TencentARC/GFPGAN releases", 348632874,
-               "e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad"),
+               "e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad", "TencentARC", "yes"),
     KnownModel(FACERESTORE, "GFPGANv1.3.pth", "GFPGAN v1.3 face restorer", "Apache-2.0 (TencentARC)",
                "github.com/TencentARC/GFPGAN releases", 348632874,
-               "c953a88f2727c85c3d9ae72e2bd4846bbaf59fe6972ad94130e23e7017524a70"),
+               "c953a88f2727c85c3d9ae72e2bd4846bbaf59fe6972ad94130e23e7017524a70", "TencentARC", "yes"),
+    # Swapper families (docs/swappers.md). Licences as FaceFusion's model metadata publishes
+    # them; the embedding converters ship with and are licensed as their swapper's entry.
+    # FaceFusion publishes CRC32 .hash files, not sha256: no digests are listed for these.
+    *(KnownModel(HYPERSWAP, f"hyperswap_{v}_256.onnx", "HyperSwap face swapper (256 px)",
+                 "ResearchRAIL (research only)", f"{_FF}, models-3.3.0", vendor="FaceFusion", commercial="no")
+      for v in ("1a", "1b", "1c")),
+    *(KnownModel(FACEFUSION, f"ghost_{v}_256.onnx", "GHOST face swapper (256 px)", "Apache-2.0",
+                 f"{_FF}, models-3.0.0", vendor="ai-forever", commercial="yes") for v in (1, 2, 3)),
+    KnownModel(FACEFUSION, "crossface_ghost.onnx", "ArcFace -> GHOST embedding converter", "Apache-2.0",
+               f"{_FF}, models-3.4.0", vendor="ai-forever / FaceFusion", commercial="yes"),
+    KnownModel(FACEFUSION, "simswap_256.onnx", "SimSwap face swapper (256 px)", "non-commercial",
+               f"{_FF}, models-3.0.0", vendor="neuralchen", commercial="no"),
+    KnownModel(FACEFUSION, "simswap_unofficial_512.onnx", "SimSwap unofficial face swapper (512 px)",
+               "non-commercial", f"{_FF}, models-3.0.0", vendor="neuralchen", commercial="no"),
+    KnownModel(FACEFUSION, "crossface_simswap.onnx", "ArcFace -> SimSwap embedding converter", "non-commercial",
+               f"{_FF}, models-3.4.0", vendor="neuralchen / FaceFusion", commercial="no"),
+    KnownModel(FACEFUSION, "hififace_unofficial_256.onnx", "HiFiFace unofficial face swapper (256 px)",
+               "unknown", f"{_FF}, models-3.1.0", vendor="GuijiAI", commercial="unknown"),
+    KnownModel(FACEFUSION, "crossface_hififace.onnx", "ArcFace -> HiFiFace embedding converter", "unknown",
+               f"{_FF}, models-3.4.0", vendor="GuijiAI / FaceFusion", commercial="unknown"),
+    KnownModel(FACEFUSION, "blendswap_256.onnx", "BlendSwap face swapper (256 px)", "non-commercial",
+               f"{_FF}, models-3.0.0", vendor="mapooon", commercial="no"),
+    KnownModel(FACEFUSION, "uniface_256.onnx", "UniFace face swapper (256 px)", "unknown",
+               f"{_FF}, models-3.0.0", vendor="xc-csc101", commercial="unknown"),
+    *(KnownModel(RESWAPPER, f"reswapper_{n}.onnx", f"ReSwapper face swapper ({n} px, INSwapper architecture)",
+                 "unknown (no licence published with the weights)", "ReActor's model list (github.com/somanchiu/ReSwapper)",
+                 vendor="somanchiu", commercial="unknown") for n in (128, 256)),
+    *(KnownModel(FACEFUSION, f"gpen_bfr_{n}.onnx", f"GPEN-BFR face restorer ({n} px)", "non-commercial",
+                 f"{_FF}, models-3.0.0", vendor="yangxy", commercial="no") for n in (256, 512, 1024)),
+    # the same GPEN-BFR exports under the names ReActor's model list gives them
+    *(KnownModel(FACERESTORE, f"GPEN-BFR-{n}.onnx", f"GPEN-BFR face restorer ({n} px)", "non-commercial",
+                 "ReActor's model list (yangxy/GPEN exports)", vendor="yangxy", commercial="no")
+      for n in (512, 1024, 2048)),
 )
+
+
+def known(filename: str) -> KnownModel | None:
+    """The catalog entry for a file name (any folder), or None."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    for m in KNOWN_MODELS:
+        if m.filename == base:
+            return m
+    return None
+
+
+def licence_of(filename: str) -> dict:
+    """What provenance records about a model file's licence."""
+    m = known(filename)
+    if m is None:
+        return {"licence": "unknown (not in Swapline's catalog)", "commercial": "unknown", "vendor": ""}
+    return {"licence": m.licence, "commercial": m.commercial, "vendor": m.vendor}
+
+
+def check_commercial(files: list[tuple[str, str]], builtin_note: str = "") -> None:
+    """Refuse (with each model's licence) when any file is not known to allow commercial use."""
+    bad = []
+    for role, path in files:
+        lic = licence_of(path)
+        if lic["commercial"] != "yes":
+            name = path.replace("\\", "/").rsplit("/", 1)[-1]
+            bad.append(f"  - {role} '{name}': licence {lic['licence']} (commercial use: {lic['commercial']})")
+    if bad:
+        from ..errors import SwaplineError
+
+        raise SwaplineError("'commercial use only' is on, and these models are not known to allow commercial "
+                            "use:\n" + "\n".join(bad) + "\nChoose a commercially usable model (README.md#models "
+                            "lists each file's licence, e.g. GHOST is Apache-2.0) or switch 'commercial use only' off "
+                            "if your use is non-commercial." + (f" {builtin_note}" if builtin_note else ""))

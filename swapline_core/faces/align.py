@@ -5,7 +5,7 @@ scikit-image keeps deprecating; results match insightface's ``norm_crop`` to flo
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -20,8 +20,27 @@ FFHQ_512 = np.array([[192.98138, 239.94708], [318.90277, 240.1936], [256.63416, 
                      [201.26117, 371.41043], [313.08905, 371.15118]], dtype=np.float32)
 CROP_SIZES = (112, 128, 256, 512)
 
+# Five-point templates in unit crop coordinates under the names FaceFusion's face_helper gives
+# them (facefusion/face_helper.py WARP_TEMPLATE_SET), so a swapper family's published
+# ``template`` names the alignment its model was trained on. arcface_112_v2 is ARCFACE_112/112
+# and arcface_128 is our "arcface" rule at 128 (x + 8 px); the others are distinct crops.
+NAMED_TEMPLATES = {
+    "arcface_112_v1": np.array([[0.35473214, 0.45658929], [0.64526786, 0.45658929], [0.50000000, 0.61154464],
+                                [0.37913393, 0.77687500], [0.62086607, 0.77687500]], np.float32),
+    "arcface_112_v2": np.array([[0.34191607, 0.46157411], [0.65653393, 0.45983393], [0.50022500, 0.64050536],
+                                [0.37097589, 0.82469196], [0.63151696, 0.82325089]], np.float32),
+    "arcface_128": np.array([[0.36167656, 0.40387734], [0.63696719, 0.40235469], [0.50019687, 0.56044219],
+                             [0.38710391, 0.72160547], [0.61507734, 0.72034453]], np.float32),
+    "ffhq_512": np.array([[0.37691676, 0.46864664], [0.62285697, 0.46912813], [0.50123859, 0.61331904],
+                          [0.39308822, 0.72541100], [0.61150205, 0.72490465]], np.float32),
+    "mtcnn_512": np.array([[0.36562865, 0.46733799], [0.63305391, 0.46585885], [0.50019127, 0.61942959],
+                           [0.39032951, 0.77598822], [0.61178945, 0.77476328]], np.float32),
+}
+
 
 def template(size: int, kind: str = "arcface") -> np.ndarray:
+    if kind in NAMED_TEMPLATES:
+        return NAMED_TEMPLATES[kind] * float(size)
     if kind == "ffhq":
         return FFHQ_512 * (size / 512.0)
     # insightface's rule: multiples of 112 scale the template, others (128, 256, 512) scale by

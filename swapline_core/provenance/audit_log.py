@@ -47,7 +47,10 @@ def make_record(*, job_id: str, input_sha256: str | None, output_sha256: str | N
     """The fields every job line carries; ``extra`` adds paths, signer kind, errors..."""
     record = {"schema": SCHEMA, "job_id": job_id, "time_utc": time_utc or utc_now(),
               "input_sha256": input_sha256, "output_sha256": output_sha256,
-              "models": [{"name": m.get("name"), "sha256": m.get("sha256")} for m in models],
+              # licence + commercial flag travel with each model where the catalog knows them
+              "models": [{"name": m.get("name"), "sha256": m.get("sha256"),
+                          **{k: m[k] for k in ("licence", "commercial") if m.get(k) is not None}}
+                         for m in models],
               "settings": settings, "qa_decision": qa_decision,
               "signer_fingerprint_sha256": signer_fingerprint}
     record.update(extra)

@@ -83,6 +83,13 @@ class SignResult:
     manifest_bytes: bytes = field(default=b"", repr=False)
 
 
+def model_entry(m: dict) -> dict:
+    """name + sha256, and the licence and commercial-use flag where the catalog knows them."""
+    out = {"name": str(m.get("name")), "sha256": m.get("sha256")}
+    out.update({k: m[k] for k in ("licence", "commercial") if m.get(k) is not None})
+    return out
+
+
 def mime_for(path: str | os.PathLike) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in MIME_BY_SUFFIX:
@@ -125,7 +132,7 @@ def sign_media(input_path, output_path, *, creds: SigningCredentials,
         edited["parameters"] = {"ingredientIds": [_SOURCE_ID]}
     qa_payload = {
         "qa": _jsonable(qa_summary),
-        "models": [{"name": str(m.get("name")), "sha256": m.get("sha256")} for m in models],
+        "models": [model_entry(m) for m in models],
         "attestation": attestation,
         "signer": {"kind": kind},
         "ingredients": [{"role": i["role"], "title": i["title"], "sha256": i["sha256"]}

@@ -32,7 +32,7 @@ _MODEL_HASHES: dict[tuple, str] = {}
 
 
 def model_manifest(files) -> list[dict]:
-    """[(role, path), ...] -> [{"role", "name", "sha256"}, ...] without duplicates."""
+    """[(role, path), ...] -> [{"role", "name", "sha256", "licence", "commercial"}, ...] without duplicates."""
     out, seen = [], set()
     for role, path in files:
         if path in seen or not os.path.isfile(path):
@@ -42,5 +42,9 @@ def model_manifest(files) -> list[dict]:
         key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
         if key not in _MODEL_HASHES:
             _MODEL_HASHES[key] = sha256_file(path)
-        out.append({"role": role, "name": os.path.basename(path), "sha256": _MODEL_HASHES[key]})
+        from ..backends.catalog import licence_of
+
+        lic = licence_of(path)
+        out.append({"role": role, "name": os.path.basename(path), "sha256": _MODEL_HASHES[key],
+                    "licence": lic["licence"], "commercial": lic["commercial"]})
     return out

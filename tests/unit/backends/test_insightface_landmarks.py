@@ -105,12 +105,12 @@ def test_pack_without_1k3d68_has_no_landmarks(tmp_path, models, frames):
 def _build_2d106(path):
     """2d106det.onnx's signature: 192x192 in, 212 = 106 x 2 out."""
     import torch
-    from devtools.synthetic_models import _export, _rename_values
+    from devtools.synthetic_models import _rename_values, export_onnx
     from torch import nn
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.AvgPool2d(48), nn.Flatten(), nn.Linear(48, 212)).eval()
-    _export(net, (torch.zeros(1, 3, 192, 192),), path, input_names=["data"], output_names=["fc1"],
+    export_onnx(net, (torch.zeros(1, 3, 192, 192),), path, input_names=["data"], output_names=["fc1"],
             dynamic_axes={"data": {0: "None"}, "fc1": {0: "None"}})
     _rename_values(path, {}, [212])
 
