@@ -78,3 +78,20 @@ def test_tracks_reset_at_the_cut_and_resume_is_identical(joined, analyzer, tmp_p
     assert report2.chunks_resumed == CUT // 8
     assert again.cuts == faces.cuts
     assert _boxes(again) == _boxes(faces)
+
+
+def test_qa_does_not_measure_flicker_across_a_cut(joined, analyzer):
+    from swapline_core.faces import identity as face_model
+    from swapline_core.qa import gate as qa
+
+    src = joined[0]
+    face = analyzer.detect([src])[0][0]
+    analyzer.embed([src], [[face]])
+    source = face_model.build([src], [face], analyzer.recognizer_name)
+    frames = joined[CUT - 1:CUT + 2]
+    faces = [analyzer.detect([f])[0][:1] for f in frames]
+    plain = qa.evaluate_chunk(analyzer, frames, frames, faces, source, None, CUT - 1)
+    reset = qa.evaluate_chunk(analyzer, frames, frames, faces, source, None, CUT - 1, cuts={CUT})
+    assert plain[1]["faces"][0]["flicker_ratio"] is not None
+    assert reset[1]["faces"][0]["flicker_ratio"] is None               # the cut frame
+    assert reset[2]["faces"][0]["flicker_ratio"] == plain[2]["faces"][0]["flicker_ratio"]
