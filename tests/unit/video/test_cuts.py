@@ -1,7 +1,6 @@
 """Shot cuts: found on real clips joined by a hard cut, tracks reset there, resume gives the same."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
