@@ -171,7 +171,8 @@ class SelectFaces(io.ComfyNode):
             frames.append(FrameFaces(fr.index, [fr.faces[i] for i in chosen], fr.width, fr.height))
             sims.append(s)
             chosen_all.append(chosen)
-        out = FaceSet(frames, faces.analyzer, selection=mode, similarities=[[s[i] for i in c] for s, c in zip(sims, chosen_all)])
+        out = FaceSet(frames, faces.analyzer, selection=mode, similarities=[[s[i] for i in c] for s, c in zip(sims, chosen_all)],
+                      cuts=faces.cuts)
         report = json.dumps([{"frame": fr.index, "selected": c, "similarity": [None if v is None else round(v, 4) for v in s]}
                              for fr, c, s in zip(faces.frames, chosen_all, sims)])
         if images is not None:

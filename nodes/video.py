@@ -117,6 +117,10 @@ class TrackFaces(io.ComfyNode):
             description="Finds the selected person in every frame without running the detector on every frame: "
                         "detection + identity every N frames (batched per chunk), optical-flow tracking between, "
                         "One-Euro keypoint smoothing, and missed detections inside a live track keep the track. "
+                        "Shot cuts are detected and reset every track (listed in the report and passed on to "
+                        "later stages); a face that appears between detector frames is added back to the frames "
+                        "since the last detection; a track ends as soon as its face leaves the frame or the "
+                        "tracked spot no longer looks like it. "
                         "Results are cached per chunk on disk, so an interrupted run resumes.",
             inputs=[
                 Frames.Input("frames", tooltip="From Load Video Frames."),
@@ -130,7 +134,8 @@ class TrackFaces(io.ComfyNode):
                 io.Int.Input("detect_every", default=8, min=1, max=120,
                              tooltip="Run the detector every N frames (and whenever a track weakens); 1 = every frame."),
                 io.Int.Input("max_missing", default=12, min=0, max=300,
-                             tooltip="Frames a track survives without a matching detection before it is dropped."),
+                             tooltip="Frames a track survives without a matching detection before it is dropped, while the face "
+                                     "still looks present at the tracked spot (a face that left ends its track at once)."),
                 io.Float.Input("smoothing", default=0.5, min=0.0, max=1.0, step=0.05,
                                tooltip="Keypoint smoothing strength over time (One-Euro filter); 0 = off."),
             ],

@@ -108,12 +108,14 @@ class FaceSet:
     analyzer: object = None
     selection: str = "all detected"
     similarities: list[list[float | None]] = field(default_factory=list)
+    cuts: tuple[int, ...] = ()            # frame indices where a new shot starts (from Track Faces)
 
     def counts(self) -> list[int]:
         return [len(f.faces) for f in self.frames]
 
     def to_json(self) -> dict:
         return {"analyzer": getattr(self.analyzer, "name", None), "selection": self.selection,
+                "cuts": [int(c) for c in self.cuts],
                 "frames": [{"index": fr.index, "status": fr.status,
                             "faces": [f.to_json() for f in fr.faces],
                             **({"similarity": [None if s is None else round(s, 4) for s in self.similarities[k]]}

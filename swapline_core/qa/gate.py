@@ -210,13 +210,14 @@ def _reasons(th: QAThresholds, redetected: bool, identity, leakage, drift, flick
 def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
                    faces: Sequence[Sequence[Face]], source: SourceIdentity, prev: tuple | None = None,
                    first_index: int = 0, thresholds: QAThresholds | None = None,
-                   sample_every: int = 1, seconds: dict | None = None) -> list[dict]:
+                   sample_every: int = 1, seconds: dict | None = None, cuts: Sequence[int] = ()) -> list[dict]:
     """One record per frame of the chunk.
 
     ``faces`` are the tracked target faces (what the swapper was given); ``prev`` is the last
     (original, swapped) frame pair of the previous chunk so flicker is continuous across chunk
     borders. Frames not on the ``sample_every`` grid are "skipped" but still serve as the
-    previous frame for flicker. ``seconds`` (optional) accumulates detect/embed time.
+    previous frame for flicker. ``seconds`` (optional) accumulates detect/embed time. ``cuts``:
+    clip indices where a new shot starts; flicker is not measured across a cut (no previous frame).
     """
     seconds = seconds if seconds is not None else {}
     check_recognizer(source, analyzer)
@@ -266,7 +267,9 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         if not faces[k]:
             records.append({"frame": index, "status": "no_face", "faces": []})
             continue
-        if k > 0:
+        if index in cuts:
+            prev_o, prev_s = None, None
+        elif k > 0:
             prev_o, prev_s = originals[k - 1], swapped[k - 1]
         else:
             prev_o, prev_s = prev if prev is not None else (None, None)
@@ -397,7 +400,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
             raise ValueError(f"chunk {c}: {len(orig)} original frames but {len(swp)} swapped")
         rng = seq_swapped.chunk_range(c)
         records = evaluate_chunk(analyzer, orig, swp, [faces.frames[i].faces for i in rng], source,
-                                 prev, rng.start, th, sample_every, seconds)
+                                 prev, rng.start, th, sample_every, seconds, cuts=frozenset(faces.cuts))
         if store is not None:
             store.save(c, {"records": np.frombuffer(json.dumps(records).encode(), np.uint8)})
         acc.add(records)

@@ -22,6 +22,7 @@ from ..types import ClipContext, Face, FaceSet, FrameFaces
 from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
 from ..faces.paste import apply_patches
 from ..faces.tracking import FaceTracker
+from .cuts import CutDetector
 
 
 @dataclass
@@ -47,38 +48,65 @@ class StageReport:
 
 
 # -- face tracks as chunk arrays -------------------------------------------------------------
-def _faces_to_arrays(per_frame: list[list[Face]], state: dict) -> dict[str, np.ndarray]:
-    counts = np.array([len(fs) for fs in per_frame], np.int32)
-    flat = [f for fs in per_frame for f in fs]
-    return {"counts": counts,
-            "bbox": np.array([f.bbox for f in flat], np.float32).reshape(-1, 4),
-            "kps": np.array([f.kps for f in flat], np.float32).reshape(-1, 5, 2),
-            "score": np.array([f.score for f in flat], np.float32),
-            "track": np.array([-1 if f.track_id is None else f.track_id for f in flat], np.int32),
+def _flat_arrays(flat: list[Face], prefix: str = "") -> dict[str, np.ndarray]:
+    return {prefix + "bbox": np.array([f.bbox for f in flat], np.float32).reshape(-1, 4),
+            prefix + "kps": np.array([f.kps for f in flat], np.float32).reshape(-1, 5, 2),
+            prefix + "score": np.array([f.score for f in flat], np.float32),
+            prefix + "track": np.array([-1 if f.track_id is None else f.track_id for f in flat], np.int32)}
+
+
+def _flat_faces(a: dict[str, np.ndarray], prefix: str = "") -> list[Face]:
+    return [Face(bbox=a[prefix + "bbox"][k], kps=a[prefix + "kps"][k], score=float(a[prefix + "score"][k]),
+                 track_id=int(a[prefix + "track"][k])) for k in range(len(a[prefix + "score"]))]
+
+
+def _faces_to_arrays(per_frame: list[list[Face]], state: dict, cuts: Sequence[int] = (),
+                     backfilled: dict[int, list[Face]] | None = None) -> dict[str, np.ndarray]:
+    """One track chunk: its frames' faces, the faces it added to earlier chunks' frames
+    (``bf_*``, applied in order on load), the cuts found in it and the state to resume from."""
+    bf = sorted((backfilled or {}).items())
+    return {"counts": np.array([len(fs) for fs in per_frame], np.int32),
+            **_flat_arrays([f for fs in per_frame for f in fs]),
+            "bf_index": np.array([i for i, fs in bf for _ in fs], np.int32),
+            **_flat_arrays([f for _, fs in bf for f in fs], "bf_"),
+            "cuts": np.array(list(cuts), np.int32),
             "state": np.array(json.dumps(state))}
 
 
 def _arrays_to_faces(a: dict[str, np.ndarray]) -> list[list[Face]]:
-    out, k = [], 0
+    flat, out, k = _flat_faces(a), [], 0
     for n in a["counts"]:
-        out.append([Face(bbox=a["bbox"][k + j], kps=a["kps"][k + j], score=float(a["score"][k + j]),
-                         track_id=int(a["track"][k + j])) for j in range(int(n))])
+        out.append(flat[k:k + int(n)])
         k += int(n)
+    return out
+
+
+def _frames_from(seq: FrameSequence, first: int, stop: int) -> list[np.ndarray]:
+    """Frames ``first`` .. ``stop - 1`` of the sequence (a resume needs the tracker's buffer)."""
+    out = []
+    for c in range(first // seq.chunk, (stop - 1) // seq.chunk + 1) if stop > first else ():
+        rng = seq.chunk_range(c)
+        out += [f for i, f in zip(rng, seq.read_chunk(c)) if first <= i < stop]
     return out
 
 
 def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, mode: str = "identity",
                 reference: np.ndarray | None = None, threshold: float = 0.35, max_faces: int = 1,
-                detect_every: int = 8, max_missing: int = 12, smoothing: float = 0.5) -> tuple[FaceSet, StageReport]:
+                detect_every: int = 8, max_missing: int = 12, smoothing: float = 0.5,
+                cut_min_gap: int = 4) -> tuple[FaceSet, StageReport]:
+    """Track faces chunk by chunk; shot cuts reset the tracker and are returned in ``FaceSet.cuts``."""
     params = dict(mode=mode, threshold=threshold, max_faces=max_faces, detect_every=detect_every,
-                  max_missing=max_missing, smoothing=smoothing,
-                  reference=None if reference is None else stage_key(reference.round(5).tolist()))
+                  max_missing=max_missing, smoothing=smoothing, cut_min_gap=cut_min_gap,
+                  # v2: cuts, backfill of late faces, tracks end when the face leaves
+                  tracker=2, reference=None if reference is None else stage_key(reference.round(5).tolist()))
     key = stage_key("track", seq.key, params, model_stamp(analyzer), analyzer.name)
     store = ChunkStore(store_root, key, {"stage": "track", **params})
     report = StageReport("track", key, seq.n_chunks)
     tracker = FaceTracker(analyzer, mode, reference, threshold, max_faces, detect_every, max_missing, smoothing,
                           fps=seq.fps)
+    cutter = CutDetector(cut_min_gap)
     per_frame: list[list[Face]] = []
+    cuts: list[int] = []
     first_missing = seq.n_chunks
     state = None
     for c in range(seq.n_chunks):
@@ -87,19 +115,35 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
             break
         a = store.load(c)
         per_frame += _arrays_to_faces(a)
+        for i, f in zip(a["bf_index"].tolist(), _flat_faces(a, "bf_")):
+            per_frame[i].append(f)
+        cuts += a["cuts"].tolist()
         state = json.loads(str(a["state"]))
         report.chunks_resumed += 1
         hooks.progress(len(seq.chunk_range(c)))
     if first_missing < seq.n_chunks:
         if state is not None:  # continue exactly where the finished chunks left the tracker
-            tracker.restore(state, seq.read_chunk(first_missing - 1)[-1])
+            start = seq.chunk_range(first_missing).start
+            prev = seq.read_chunk(first_missing - 1)[-1]
+            first = state["tracker"]["buffer_from"]
+            buffered = list(zip(_frames_from(seq, first, start), per_frame[first:start]))
+            tracker.restore(state["tracker"], prev, buffered)
+            cutter.restore(state["cuts"], prev)
         t_dec = time.perf_counter()
         for c, frames in seq.iter_chunks(first_missing):
             report.seconds["decode"] += time.perf_counter() - t_dec
             hooks.check_interrupt()
-            faces = tracker.process(frames)
-            store.save(c, _faces_to_arrays(faces, tracker.state()))
+            t0 = time.perf_counter()
+            start = seq.chunk_range(c).start
+            found = cutter.feed(frames)
+            report.seconds["cuts"] += time.perf_counter() - t0
+            faces = tracker.process(frames, [i - start for i in found])
+            for i, fs in sorted(tracker.backfilled.items()):
+                per_frame[i] += fs
+            store.save(c, _faces_to_arrays(faces, {"tracker": tracker.state(), "cuts": cutter.state()},
+                                           found, tracker.backfilled))
             per_frame += faces
+            cuts += found
             hooks.progress(len(frames))
             t_dec = time.perf_counter()
     st = tracker.stats
@@ -107,8 +151,9 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
     report.seconds["embed"] += st.embed_s
     report.seconds["flow"] += st.flow_s
     report.extra["tracker"] = st.to_json()
+    report.extra["cuts"] = cuts
     frames = [FrameFaces(i, fs, seq.width, seq.height) for i, fs in enumerate(per_frame)]
-    return FaceSet(frames, analyzer, selection=f"tracked:{mode}"), report
+    return FaceSet(frames, analyzer, selection=f"tracked:{mode}", cuts=tuple(cuts)), report
 
 
 
@@ -164,7 +209,7 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
     skipped: dict[str, int] = defaultdict(int)
 
     def compute(frames, chunk_faces, report, first):
-        ctx = ClipContext(faces, first)
+        ctx = ClipContext(faces, first, tuple(faces.cuts))
         res = swap_chunk(swapper, analyzer, frames, chunk_faces, source, opts, context=ctx, timings=report.seconds)
         for row in res.records:
             for rec in row:

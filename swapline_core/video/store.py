@@ -78,5 +78,9 @@ def model_stamp(obj) -> list:
 
 
 def faces_key(faces) -> str:
-    """Hash of every face box and keypoints of a FaceSet: downstream stage keys depend on the tracks."""
-    return stage_key([[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces])
+    """Hash of every face box and keypoints of a FaceSet (and its shot cuts, which reset per-shot
+    smoothing downstream): downstream stage keys depend on the tracks."""
+    boxes = [[f.bbox.tolist(), f.kps.tolist()] for fr in faces.frames for f in fr.faces]
+    cuts = [int(c) for c in getattr(faces, "cuts", ())]
+    # Without cuts the key is what it was before cuts existed, so earlier caches stay valid.
+    return stage_key(boxes, cuts) if cuts else stage_key(boxes)
