@@ -8,7 +8,7 @@ from swapline_core.faces.tracking import iou
 from swapline_core.video import stages as pipeline
 from swapline_core.video.cuts import CutDetector
 from swapline_core.video.frames import FrameSequence
-from tracking_clips import KLING, WAN, frames_of, write_clip
+from devtools.tracking_clips import KLING, WAN, frames_of, write_clip
 
 CUT = 20
 

@@ -8,18 +8,17 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import pytest
 
 from swapline_core.video import read as video_read
 
-MEDIA = Path(__file__).resolve().parent / ".cache" / "media"
+MEDIA = Path(__file__).resolve().parent.parent / "tests" / ".cache" / "media"
 KLING = MEDIA / "api_kling_avatar2-1.webp"          # one face (sunglasses), 56 frames 350x350
 WAN = MEDIA / "video_wan2_1_infinitetalk-1.webp"    # two faces, 45 frames 350x350
 
 
 def frames_of(path: Path, count: int | None = None) -> list[np.ndarray]:
     if not path.is_file():
-        pytest.skip(f"{path.name} missing: run scripts/setup.sh to fetch the sample media")
+        raise FileNotFoundError(f"{path.name} missing: run scripts/setup.sh to fetch the sample media")
     return [f for _, f in video_read.iter_frames(path, 0, count)]
 
 
