@@ -10,7 +10,7 @@ import logging
 
 from comfy_api.latest import ComfyExtension, io
 
-from . import model_paths
+from . import model_paths, validation
 
 log = logging.getLogger("swapline")
 
@@ -41,4 +41,6 @@ class SwaplineExtension(ComfyExtension):
                 nodes.extend(getattr(mod, n) for n in names)
             except Exception as exc:  # one broken optional backend must not take every node down
                 log.error("[Swapline] %s nodes disabled: %s: %s", module, type(exc).__name__, exc)
+        for node in nodes:  # here, so combos other modules add later are covered without their help
+            validation.install(node)
         return nodes

@@ -1,0 +1,104 @@
+"""One server-side check of every enumerated and linked input, installed on every Swapline node.
+
+ComfyUI 0.3.75 serves a V3 combo as "COMBO" and never checks its value: a typo such as
+mode "Identity" reached Track Faces, fell through to "all" and swapped the wrong person.
+0.33 checks combos itself, but only for inputs its node's validate_inputs does not name. So
+every node gets a generated ``validate_inputs`` that names its combo and socket inputs (never
+**kwargs: that would switch off core's min/max checks of all the others), runs the node's own
+check first, then rejects any combo value outside the schema's options and any literal given
+where a socket must be connected. The prompt is rejected at /prompt before anything runs.
+"""
+from __future__ import annotations
+
+import inspect
+
+from comfy_api.latest import io
+
+SHOWN_OPTIONS = 20  # a folder of hundreds of models must not flood an API client's error text
+
+
+def _own_validator(node_cls):
+    """The node's hand-written validate_inputs (function, arg names), or (None, [])."""
+    base = io.ComfyNode.validate_inputs.__func__
+    for c in node_cls.__mro__:
+        if c is io.ComfyNode:
+            break
+        attr = c.__dict__.get("validate_inputs")
+        if attr is None:
+            continue
+        func = attr.__func__ if isinstance(attr, classmethod) else attr
+        if func is base or getattr(func, "_swapline_generated", False):
+            return getattr(func, "_swapline_own", None), list(getattr(func, "_swapline_own_args", []))
+        args = inspect.getfullargspec(func).args[1:]
+        return func, args
+    return None, []
+
+
+def _combos_and_sockets(schema) -> tuple[dict[str, list], dict[str, str]]:
+    combos, sockets = {}, {}
+    for inp in schema.inputs:
+        if isinstance(inp, io.Combo.Input) and not getattr(inp, "multiselect", False):
+            combos[inp.id] = list(inp.options or [])
+        elif not isinstance(inp, io.WidgetInput):
+            sockets[inp.id] = inp.get_io_type() if hasattr(inp, "get_io_type") else type(inp).__name__
+    return combos, sockets
+
+
+def describe_choices(options: list) -> str:
+    shown = ", ".join(repr(o) for o in options[:SHOWN_OPTIONS])
+    more = len(options) - SHOWN_OPTIONS
+    return shown + (f", ... ({len(options)} in all)" if more > 0 else "") if options else "(none)"
+
+
+def check_values(node_cls, values: dict, skip: set[str] = frozenset()) -> list[str]:
+    """Problems with the given input values, judged against the node's current schema."""
+    schema = node_cls.GET_SCHEMA()
+    combos, sockets = _combos_and_sockets(schema)
+    label = f"{schema.display_name or schema.node_id} ({schema.node_id})"
+    problems = []
+    for name, options in combos.items():
+        if name in skip or name not in values or values[name] is None:
+            continue
+        if values[name] not in options:
+            problems.append(f"{label}: input '{name}' got {values[name]!r}; allowed: {describe_choices(options)}")
+    for name, kind in sockets.items():
+        # a linked input reaches validation as None (its value does not exist yet); anything else is a literal
+        if values.get(name) is not None:
+            problems.append(f"{label}: input '{name}' must be connected to a node's {kind} output; "
+                            f"got the literal value {values[name]!r}")
+    return problems
+
+
+def install(node_cls) -> None:
+    """Give ``node_cls`` a validate_inputs that checks every combo and socket (idempotent)."""
+    own, own_args = _own_validator(node_cls)
+    combos, sockets = _combos_and_sockets(node_cls.GET_SCHEMA())
+    names = list(dict.fromkeys(own_args + list(combos) + list(sockets)))
+    if not names:
+        return
+
+    def validate_inputs(cls, **values):
+        # a file list re-read by the node's own check: still, a number is not a file name (it
+        # used to reach os.path.join and come back as a Python TypeError)
+        typed = [f"{cls.GET_SCHEMA().node_id}: input '{k}' must be a name (text), got {values[k]!r}"
+                 for k in own_args if k in combos and values.get(k) is not None and not isinstance(values[k], str)]
+        if typed:
+            return "; ".join(typed)
+        if own is not None:
+            res = own(cls, **{k: values[k] for k in own_args if k in values})
+            if res is not True:
+                return res
+        # the node's own check owns the inputs it names (e.g. file lists re-read from disk)
+        problems = check_values(cls, values, skip=set(own_args) - set(sockets))
+        return "; ".join(problems) if problems else True
+
+    # ComfyUI decides which inputs to pass (and which to range-check itself) from the argument
+    # names it reads with inspect.getfullargspec, which honours __signature__.
+    params = [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for n in names]
+    validate_inputs.__signature__ = inspect.Signature(params)
+    validate_inputs._swapline_generated = True
+    validate_inputs._swapline_own = own
+    validate_inputs._swapline_own_args = own_args
+    validate_inputs.__qualname__ = f"{node_cls.__name__}.validate_inputs"
+    node_cls.validate_inputs = classmethod(validate_inputs)
