@@ -67,6 +67,18 @@ def check_choice(kind: str, value: str, available: list[str], searched: list[str
             f"({hint}); available: {available or 'none'}")
 
 
+def file_fingerprint(name: str, filename: str) -> str:
+    """A loader's fingerprint_inputs: changes when the file (or pack folder) changes on disk, so
+    ComfyUI re-runs the loader instead of reusing the model it loaded from the old bytes."""
+    from ..swapline_core.backends.cache import file_identity
+
+    try:
+        path = resolve_pack(filename) if name == "analysis pack" else resolve(name, filename)
+    except (MissingModelError, ValueError):
+        return str(filename)  # validation reports the missing file
+    return repr(file_identity(path))
+
+
 def analysis_roots() -> list[str]:
     return [os.path.join(p, "models") for p in folders(INSIGHTFACE)]
 

@@ -71,6 +71,10 @@ class RestorerLoader(io.ComfyNode):
                                         model_paths.folders(model_paths.FACERESTORE))
 
     @classmethod
+    def fingerprint_inputs(cls, restorer, **_):
+        return model_paths.file_fingerprint(model_paths.FACERESTORE, restorer)
+
+    @classmethod
     def execute(cls, restorer, codeformer_fidelity, mask_blur) -> io.NodeOutput:
         return io.NodeOutput(load_managed_restorer(restorer, codeformer_fidelity, mask_blur))
 

@@ -67,6 +67,10 @@ class SwapperLoader(io.ComfyNode):
             "swapper", swapper, swapper_files(), model_paths.folders(model_paths.INSIGHTFACE))
 
     @classmethod
+    def fingerprint_inputs(cls, swapper, **_):
+        return swapper if swapper == CLASSICAL else model_paths.file_fingerprint(model_paths.INSIGHTFACE, swapper)
+
+    @classmethod
     def execute(cls, swapper, provider, mask, mask_erode, mask_blur) -> io.NodeOutput:
         return io.NodeOutput(load_swapper(swapper, provider, mask, mask_erode, mask_blur))
 

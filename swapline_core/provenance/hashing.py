@@ -32,15 +32,23 @@ _MODEL_HASHES: dict[tuple, str] = {}
 
 
 def model_manifest(files) -> list[dict]:
-    """[(role, path), ...] -> [{"role", "name", "sha256"}, ...] without duplicates."""
+    """[(role, path[, sha256 loaded]), ...] -> [{"role", "name", "sha256"}, ...] without duplicates.
+
+    A given sha256 (recorded when the model was loaded) wins: the file at ``path`` may have been
+    replaced since, and the manifest must name the bytes that ran.
+    """
     out, seen = [], set()
-    for role, path in files:
-        if path in seen or not os.path.isfile(path):
+    for role, path, *loaded in files:
+        if path in seen or (not loaded and not os.path.isfile(path)):
             continue
         seen.add(path)
-        st = os.stat(path)
-        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
-        if key not in _MODEL_HASHES:
-            _MODEL_HASHES[key] = sha256_file(path)
-        out.append({"role": role, "name": os.path.basename(path), "sha256": _MODEL_HASHES[key]})
+        if loaded:
+            sha = loaded[0]
+        else:
+            st = os.stat(path)
+            key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+            if key not in _MODEL_HASHES:
+                _MODEL_HASHES[key] = sha256_file(path)
+            sha = _MODEL_HASHES[key]
+        out.append({"role": role, "name": os.path.basename(path), "sha256": sha})
     return out
