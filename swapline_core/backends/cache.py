@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..provenance.hashing import sha256_file
 

@@ -6,10 +6,10 @@ import shutil
 
 import numpy as np
 import pytest
+from synthetic_models import MODEL_FILES, ensure_cache
 
 from swapline_core.backends.cache import cached, loaded_model_files
 from swapline_core.provenance.hashing import model_manifest, sha256_file
-from synthetic_models import MODEL_FILES, ensure_cache
 
 
 def _other_swapper(src, dst):
