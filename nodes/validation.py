@@ -10,9 +10,12 @@ where a socket must be connected. The prompt is rejected at /prompt before anyth
 """
 from __future__ import annotations
 
+import functools
 import inspect
 
 from comfy_api.latest import io
+
+from .model_paths import public_text
 
 SHOWN_OPTIONS = 20  # a folder of hundreds of models must not flood an API client's error text
 
@@ -52,7 +55,9 @@ def describe_choices(options: list) -> str:
 
 def check_values(node_cls, values: dict, skip: set[str] = frozenset()) -> list[str]:
     """Problems with the given input values, judged against the node's current schema."""
-    schema = node_cls.GET_SCHEMA()
+    # define_schema, not GET_SCHEMA: ComfyUI validates on a locked clone of the class, and
+    # GET_SCHEMA would try to cache the schema on it
+    schema = node_cls.define_schema()
     combos, sockets = _combos_and_sockets(schema)
     label = f"{schema.display_name or schema.node_id} ({schema.node_id})"
     problems = []
@@ -69,10 +74,45 @@ def check_values(node_cls, values: dict, skip: set[str] = frozenset()) -> list[s
     return problems
 
 
+def _scrub(exc: BaseException) -> None:
+    """Rewrite an exception's text in place (same type, same traceback) without server paths."""
+    if exc.args and isinstance(exc.args[0], str):
+        exc.args = (public_text(exc.args[0]), *exc.args[1:])
+    for attr in ("filename", "filename2"):
+        if isinstance(getattr(exc, attr, None), str):
+            setattr(exc, attr, public_text(getattr(exc, attr)))
+
+
+def _guard_execute(node_cls) -> None:
+    """Errors sent to API clients name files relative to ComfyUI's folders (issue 18)."""
+    func = node_cls.execute.__func__
+    if getattr(func, "_swapline_generated", False):
+        return
+    if inspect.iscoroutinefunction(func):
+        async def execute(cls, *args, **kwargs):
+            try:
+                return await func(cls, *args, **kwargs)
+            except Exception as exc:
+                _scrub(exc)
+                raise
+    else:
+        def execute(cls, *args, **kwargs):
+            try:
+                return func(cls, *args, **kwargs)
+            except Exception as exc:
+                _scrub(exc)
+                raise
+    functools.update_wrapper(execute, func)
+    execute._swapline_generated = True
+    node_cls.execute = classmethod(execute)
+
+
 def install(node_cls) -> None:
-    """Give ``node_cls`` a validate_inputs that checks every combo and socket (idempotent)."""
+    """Give ``node_cls`` a validate_inputs that checks every combo and socket (idempotent), and
+    keep absolute server paths out of its error texts."""
+    _guard_execute(node_cls)
     own, own_args = _own_validator(node_cls)
-    combos, sockets = _combos_and_sockets(node_cls.GET_SCHEMA())
+    combos, sockets = _combos_and_sockets(node_cls.define_schema())
     names = list(dict.fromkeys(own_args + list(combos) + list(sockets)))
     if not names:
         return
@@ -80,17 +120,17 @@ def install(node_cls) -> None:
     def validate_inputs(cls, **values):
         # a file list re-read by the node's own check: still, a number is not a file name (it
         # used to reach os.path.join and come back as a Python TypeError)
-        typed = [f"{cls.GET_SCHEMA().node_id}: input '{k}' must be a name (text), got {values[k]!r}"
+        typed = [f"{node_cls.define_schema().node_id}: input '{k}' must be a name (text), got {values[k]!r}"
                  for k in own_args if k in combos and values.get(k) is not None and not isinstance(values[k], str)]
         if typed:
             return "; ".join(typed)
         if own is not None:
             res = own(cls, **{k: values[k] for k in own_args if k in values})
             if res is not True:
-                return res
+                return public_text(res) if isinstance(res, str) else res
         # the node's own check owns the inputs it names (e.g. file lists re-read from disk)
-        problems = check_values(cls, values, skip=set(own_args) - set(sockets))
-        return "; ".join(problems) if problems else True
+        problems = check_values(node_cls, values, skip=set(own_args) - set(sockets))
+        return public_text("; ".join(problems)) if problems else True
 
     # ComfyUI decides which inputs to pass (and which to range-check itself) from the argument
     # names it reads with inspect.getfullargspec, which honours __signature__.

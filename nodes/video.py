@@ -40,8 +40,10 @@ def resolve_input(name: str) -> str:
     if os.path.commonpath([root, path]) != root:
         raise ValueError(f"'{name}' is outside ComfyUI's input folder")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"video '{name}' was not found in ComfyUI's input folder {root}: "
-                                "upload it there (or into a subfolder for an image sequence)")
+        from .validation import describe_choices
+
+        raise FileNotFoundError(f"video '{name}' was not found in ComfyUI's input folder: upload it there "
+                                f"(or an image folder for a sequence); available: {describe_choices(input_videos())}")
     return path
 
 

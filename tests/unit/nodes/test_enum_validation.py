@@ -26,13 +26,16 @@ def node_classes():
 
 
 def call_like_core(cls, values: dict):
-    from comfy_api.internal import first_real_override
+    """As execution.validate_inputs does: argument names from getfullargspec, then the method run
+    on a locked clone of the class (where class attributes cannot be set)."""
+    from comfy_api.internal import first_real_override, make_locked_method_func
 
     fn = first_real_override(cls, "validate_inputs")
     assert fn is not None, f"{cls.__name__} has no validate_inputs"
     spec = inspect.getfullargspec(fn)
     assert spec.varkw is None, "**kwargs would switch off core's range checks"
-    return fn(**{k: v for k, v in values.items() if k in spec.args})
+    locked = make_locked_method_func(cls, "validate_inputs", cls.PREPARE_CLASS_CLONE({}))
+    return locked(**{k: v for k, v in values.items() if k in spec.args})
 
 
 def defaults(io, cls) -> dict:
