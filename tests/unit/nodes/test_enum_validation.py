@@ -99,3 +99,40 @@ def test_range_checks_stay_with_core(node_classes):
 
     args = inspect.getfullargspec(first_real_override(classes["SwaplineSaveVideo"], "validate_inputs")).args
     assert "crf" not in args and "preset" in args
+
+
+def run_like_core(cls, **inputs):
+    from comfy_api.internal import make_locked_method_func
+
+    return make_locked_method_func(cls, "execute", cls.PREPARE_CLASS_CLONE({}))(**inputs)
+
+
+def test_tiny_source_image_error_names_size_found_and_needed(node_classes):
+    import torch
+
+    from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+
+    _, classes = node_classes
+    with pytest.raises(Exception) as exc:
+        run_like_core(classes["SwaplineBuildFaceModel"], images=torch.full((1, 16, 16, 3), 0.5),
+                      analyzer=BuiltinAnalyzer(), reduce="mean")
+    msg = str(exc.value)
+    assert "16x16 px" in msg and "20 px" in msg and "torch.cat" not in msg
+
+
+def test_error_texts_carry_no_absolute_server_paths(node_classes, tmp_path):
+    import folder_paths
+
+    _, classes = node_classes
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"")
+    folder_paths.folder_names_and_paths["insightface"][0].append(str(tmp_path))
+    try:
+        with pytest.raises(Exception) as exc:
+            run_like_core(classes["SwaplineSwapperLoader"], swapper="broken.onnx", provider="CPU",
+                          mask="ellipse", mask_erode=0.0, mask_blur=0.05)
+    finally:
+        folder_paths.folder_names_and_paths["insightface"][0].remove(str(tmp_path))
+    msg = str(exc.value)
+    assert "broken.onnx" in msg and "download it again" in msg
+    assert str(tmp_path) not in msg and "[insightface folder]/broken.onnx" in msg
