@@ -67,5 +67,5 @@ def create_session(path: str, choice: str = "auto"):
     providers = providers_for(choice)  # its own clear error for a missing CUDA provider
     try:
         return ort.InferenceSession(path, sess_options=session_options(), providers=providers)
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises several types for unreadable graphs
+    except Exception as exc:  # onnxruntime raises several types for unreadable graphs
         raise unloadable_model(path, exc) from exc
