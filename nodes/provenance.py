@@ -83,7 +83,9 @@ class C2PASink(io.ComfyNode):
         decision = (qa or {}).get("decision")
         with tempfile.TemporaryDirectory() as tmp:
             if frames is not None:
-                outputs = [encode_sequence(frames, filename_prefix, crf, preset, audio)]
+                same_job = qa is not None and qa.get("file_prefix") == filename_prefix
+                outputs = [encode_sequence(frames, filename_prefix, crf, preset, audio,
+                                           index=qa.get("file_index") if same_job else None)]
                 target = (frames.path, os.path.basename(frames.path))
                 models = model_manifest(frames.model_files())
             else:
@@ -103,7 +105,8 @@ class C2PASink(io.ComfyNode):
                 audit = audit_log.append_job(
                     folder_paths.get_output_directory(), job_id=_job_id(), input_sha256=res.input_sha256,
                     output_sha256=res.output_sha256, models=models,
-                    settings={"crf": crf, "preset": preset, "audio": audio, "format": os.path.splitext(file)[1][1:]},
+                    settings={"crf": crf, "preset": preset, "audio": audio, "format": os.path.splitext(file)[1][1:],
+                              **{k: summary[k] for k in ("padded", "timing") if k in summary}},
                     qa_decision=decision, signer_fingerprint=creds.fingerprint_sha256,
                     output=os.path.join(subfolder, file), target_sha256=sha256_file(t[0]),
                     signer_kind=res.signer_kind, signed=res.signed, signing_error=res.error)
