@@ -9,11 +9,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-
 from inprocess import import_pack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_video_io import make_animation, make_video  # noqa: E402
+from test_video_io import make_animation, make_video
 
 
 @pytest.fixture(scope="module")
