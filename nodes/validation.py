@@ -15,6 +15,7 @@ import inspect
 
 from comfy_api.latest import io
 
+from ..swapline_core.memory import release_memory
 from .model_paths import public_text
 
 SHOWN_OPTIONS = 20  # a folder of hundreds of models must not flood an API client's error text
@@ -84,7 +85,8 @@ def _scrub(exc: BaseException) -> None:
 
 
 def _guard_execute(node_cls) -> None:
-    """Errors sent to API clients name files relative to ComfyUI's folders (issue 18)."""
+    """Errors sent to API clients name files relative to ComfyUI's folders, and freed frame
+    memory is returned after every node (issue 18)."""
     func = node_cls.execute.__func__
     if getattr(func, "_swapline_generated", False):
         return
@@ -95,6 +97,8 @@ def _guard_execute(node_cls) -> None:
             except Exception as exc:
                 _scrub(exc)
                 raise
+            finally:
+                release_memory()
     else:
         def execute(cls, *args, **kwargs):
             try:
@@ -102,6 +106,8 @@ def _guard_execute(node_cls) -> None:
             except Exception as exc:
                 _scrub(exc)
                 raise
+            finally:
+                release_memory()  # large frames freed by this node go back to the OS
     functools.update_wrapper(execute, func)
     execute._swapline_generated = True
     node_cls.execute = classmethod(execute)
