@@ -112,7 +112,7 @@ def swapline_cache_dir() -> str:
 
 
 # Any absolute path left after the known roots are replaced: only its last part is shown.
-_ABSOLUTE = re.compile(r"(?<![\w.:/~-])(?:/[\w.+@-]+)+/([\w.+@-]+)")
+_ABSOLUTE = re.compile(r"(?<![\w.:/~\0-])(?:/[\w.+@-]+)+/([\w.+@-]+)")
 
 
 def _roots() -> list[tuple[str, str]]:
@@ -148,7 +148,11 @@ def public_text(text: str) -> str:
     """
     if not isinstance(text, str) or os.sep not in text:
         return text
+    labels = []
     for root, label in _roots():
-        if len(root) > 1:
-            text = re.sub(re.escape(root) + r"(?=/|\b|$)", lambda _m, label=label: label, text)
-    return _ABSOLUTE.sub(lambda m: "…/" + m.group(1), text)
+        if len(root) > 1 and root in text:
+            # a placeholder first, so the catch-all below does not cut "models/x/y" to "…/y"
+            text = re.sub(re.escape(root) + r"(?=/|\b|$)", lambda _m, n=len(labels): f"\0{n}\0", text)
+            labels.append(label)
+    text = _ABSOLUTE.sub(lambda m: "…/" + m.group(1), text)
+    return re.sub("\0(\\d+)\0", lambda m: labels[int(m.group(1))], text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 
 from comfy_api.latest import io
 
@@ -82,6 +83,14 @@ def _scrub(exc: BaseException) -> None:
     for attr in ("filename", "filename2"):
         if isinstance(getattr(exc, attr, None), str):
             setattr(exc, attr, public_text(getattr(exc, attr)))
+    # ComfyUI reports the exception's module as its type, and names a custom node's modules by
+    # their absolute path: ".../custom_nodes/swapline.swapline_core.errors" -> "swapline.swapline_core.errors"
+    module = type(exc).__module__ or ""
+    if os.sep in module:
+        try:
+            type(exc).__module__ = module.rsplit(os.sep, 1)[-1]
+        except (TypeError, AttributeError):  # built-in types cannot be changed (nor need to be)
+            pass
 
 
 def _guard_execute(node_cls) -> None:
