@@ -10,7 +10,7 @@ import logging
 
 from comfy_api.latest import ComfyExtension, io
 
-from . import model_paths
+from . import model_paths, prompt_guard, validation
 
 log = logging.getLogger("swapline")
 
@@ -31,9 +31,11 @@ MODULES = {
 class SwaplineExtension(ComfyExtension):
     async def on_load(self) -> None:
         model_paths.register()
+        prompt_guard.register()  # a sink with invalid settings rejects the whole prompt
 
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         model_paths.register()
+        prompt_guard.register()  # here too: ComfyUI 0.3.75 never calls on_load
         nodes: list[type[io.ComfyNode]] = []
         for module, names in MODULES.items():
             try:
@@ -41,4 +43,6 @@ class SwaplineExtension(ComfyExtension):
                 nodes.extend(getattr(mod, n) for n in names)
             except Exception as exc:  # one broken optional backend must not take every node down
                 log.error("[Swapline] %s nodes disabled: %s: %s", module, type(exc).__name__, exc)
+        for node in nodes:  # here, so combos other modules add later are covered without their help
+            validation.install(node)
         return nodes

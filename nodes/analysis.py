@@ -68,6 +68,10 @@ class AnalyzerLoader(io.ComfyNode):
             "analysis pack", pack, model_paths.analysis_packs(), model_paths.analysis_roots())
 
     @classmethod
+    def fingerprint_inputs(cls, pack, **_):
+        return pack if pack == BUILTIN else model_paths.file_fingerprint("analysis pack", pack)
+
+    @classmethod
     def execute(cls, pack, provider, det_size, det_thresh) -> io.NodeOutput:
         analyzer = load_analyzer(pack, provider, det_size, det_thresh)
         report = json.dumps({"analyzer": analyzer.name, "recognizer": analyzer.recognizer_name,

@@ -8,6 +8,7 @@ default after them and add our extensions.
 from __future__ import annotations
 
 import os
+import re
 
 import folder_paths
 
@@ -76,6 +77,19 @@ def check_choice(kind: str, value: str, available: list[str], searched: list[str
             f"({hint}); available: {available or 'none'}")
 
 
+def file_fingerprint(name: str, filename: str, resolver=None) -> str:
+    """A loader's fingerprint_inputs: changes when the file (or pack folder) changes on disk, so
+    ComfyUI re-runs the loader instead of reusing the model it loaded from the old bytes."""
+    from ..swapline_core.backends.cache import file_identity
+
+    try:
+        path = (resolver(filename) if resolver is not None else
+                resolve_pack(filename) if name == "analysis pack" else resolve(name, filename))
+    except (MissingModelError, ValueError):
+        return str(filename)  # validation reports the missing file
+    return repr(file_identity(path))
+
+
 def analysis_roots() -> list[str]:
     return [os.path.join(p, "models") for p in folders(INSIGHTFACE)]
 
@@ -105,3 +119,51 @@ def swapline_cache_dir() -> str:
     path = os.path.join(folder_paths.get_output_directory(), "swapline_cache")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+# Any absolute path left after the known roots are replaced: only its last part is shown.
+_ABSOLUTE = re.compile(r"(?<![\w.:/~\0-])(?:/[\w.+@-]+)+/([\w.+@-]+)")
+
+
+def _roots() -> list[tuple[str, str]]:
+    """(server folder, what an API client is shown instead), most specific first."""
+    roots = [(folder_paths.get_input_directory(), "input"), (folder_paths.get_output_directory(), "output"),
+             (folder_paths.get_temp_directory(), "temp"), (folder_paths.get_user_directory(), "user"),
+             (folder_paths.models_dir, "models")]
+    for name, (paths, _) in list(folder_paths.folder_names_and_paths.items()):
+        for p in paths:
+            inside = _relative_to(p, folder_paths.base_path)
+            roots.append((p, inside if inside else f"[{name} folder]"))
+    roots.append((folder_paths.base_path, "ComfyUI"))
+    out = []
+    for root, label in roots:
+        for form in {os.path.abspath(root), os.path.realpath(root)}:
+            out.append((form.rstrip(os.sep), label))
+    # longer first, so models/insightface wins over models, and models over the ComfyUI base
+    return sorted(out, key=lambda r: -len(r[0]))
+
+
+def _relative_to(path: str, root: str) -> str | None:
+    path, root = os.path.abspath(path), os.path.abspath(root)
+    if path != root and os.path.commonpath([path, root]) == root:
+        return os.path.relpath(path, root)
+    return None
+
+
+def public_text(text: str) -> str:
+    """A message as API clients may see it: paths relative to ComfyUI's folders, never absolute.
+
+    models/insightface/x.onnx stays that; a folder from extra_model_paths.yaml is shown as
+    "[insightface folder]/x.onnx"; any other absolute path is cut to its file name.
+    """
+    if not isinstance(text, str) or os.sep not in text:
+        return text
+    labels = []
+    for root, label in _roots():
+        if len(root) > 1 and root in text:
+            # a placeholder first, so the catch-all below does not cut "models/x/y" to "…/y"
+            token = f"\0{len(labels)}\0"
+            text = re.sub(re.escape(root) + r"(?=/|\b|$)", lambda _m, token=token: token, text)
+            labels.append(label)
+    text = _ABSOLUTE.sub(lambda m: "…/" + m.group(1), text)
+    return re.sub("\0(\\d+)\0", lambda m: labels[int(m.group(1))], text)

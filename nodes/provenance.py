@@ -13,7 +13,8 @@ from .. import swapline_core
 from ..swapline_core.provenance import audit_log
 from ..swapline_core.provenance import signing as signing_config
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.provenance.hashing import model_manifest, sha256_file
+from ..swapline_core.backends.manifest import model_manifest
+from ..swapline_core.provenance.hashing import sha256_file
 from ..swapline_core.provenance.c2pa import sign_and_verify
 from ..swapline_core.video.write import write_image
 from .convert import to_arrays
@@ -83,7 +84,9 @@ class C2PASink(io.ComfyNode):
         decision = (qa or {}).get("decision")
         with tempfile.TemporaryDirectory() as tmp:
             if frames is not None:
-                outputs = [encode_sequence(frames, filename_prefix, crf, preset, audio)]
+                same_job = qa is not None and qa.get("file_prefix") == filename_prefix
+                outputs = [encode_sequence(frames, filename_prefix, crf, preset, audio,
+                                           index=qa.get("file_index") if same_job else None)]
                 target = (frames.path, os.path.basename(frames.path))
                 models = model_manifest(frames.model_files())
             else:
@@ -103,7 +106,8 @@ class C2PASink(io.ComfyNode):
                 audit = audit_log.append_job(
                     folder_paths.get_output_directory(), job_id=_job_id(), input_sha256=res.input_sha256,
                     output_sha256=res.output_sha256, models=models,
-                    settings={"crf": crf, "preset": preset, "audio": audio, "format": os.path.splitext(file)[1][1:]},
+                    settings={"crf": crf, "preset": preset, "audio": audio, "format": os.path.splitext(file)[1][1:],
+                              **{k: summary[k] for k in ("padded", "timing") if k in summary}},
                     qa_decision=decision, signer_fingerprint=creds.fingerprint_sha256,
                     output=os.path.join(subfolder, file), target_sha256=sha256_file(t[0]),
                     signer_kind=res.signer_kind, signed=res.signed, signing_error=res.error)

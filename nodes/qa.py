@@ -10,7 +10,7 @@ from comfy_api.latest import io, ui
 
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.qa import gate as core_qa
-from ..swapline_core.provenance.hashing import model_manifest
+from ..swapline_core.backends.manifest import model_manifest
 from ..swapline_core.qa.plot import plot_report
 from ..swapline_core.video.write import write_image
 from . import model_paths
@@ -102,6 +102,8 @@ class QAGate(io.ComfyNode):
         out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
             filename_prefix, folder_paths.get_output_directory(), 1000, 420)
         stem = f"{name}_{counter:05}_qa"
+        # a sink with the same prefix reuses this number: report and video of one job pair up
+        report["file_index"], report["file_prefix"] = counter, filename_prefix
         with open(os.path.join(out_dir, stem + ".json"), "w") as f:
             json.dump(report, f, indent=1)
         plot = plot_report(report)

@@ -93,6 +93,10 @@ class RestorerLoader(io.ComfyNode):
                                         + model_paths.folders(model_paths.FACEFUSION))
 
     @classmethod
+    def fingerprint_inputs(cls, restorer, **_):
+        return model_paths.file_fingerprint(model_paths.FACERESTORE, restorer, resolve_restorer)
+
+    @classmethod
     def execute(cls, restorer, codeformer_fidelity, mask_blur, commercial_only=False) -> io.NodeOutput:
         loaded = load_managed_restorer(restorer, codeformer_fidelity, mask_blur)
         if commercial_only:

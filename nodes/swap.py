@@ -126,6 +126,11 @@ class SwapperLoader(io.ComfyNode):
             "swapper", swapper, swapper_files(), swapper_search_folders())
 
     @classmethod
+    def fingerprint_inputs(cls, swapper, **_):
+        return swapper if swapper == CLASSICAL else model_paths.file_fingerprint(
+            model_paths.INSIGHTFACE, swapper, resolve_swapper)
+
+    @classmethod
     def execute(cls, swapper, provider, mask, mask_erode, mask_blur, family="auto", pixel_boost="off",
                 identity_weight=0.5, commercial_only=False) -> io.NodeOutput:
         sw = load_swapper(swapper, provider, mask, mask_erode, mask_blur, family, pixel_boost, identity_weight,

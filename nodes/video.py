@@ -40,8 +40,10 @@ def resolve_input(name: str) -> str:
     if os.path.commonpath([root, path]) != root:
         raise ValueError(f"'{name}' is outside ComfyUI's input folder")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"video '{name}' was not found in ComfyUI's input folder {root}: "
-                                "upload it there (or into a subfolder for an image sequence)")
+        from .validation import describe_choices
+
+        raise FileNotFoundError(f"video '{name}' was not found in ComfyUI's input folder: upload it there "
+                                f"(or an image folder for a sequence); available: {describe_choices(input_videos())}")
     return path
 
 
@@ -96,9 +98,17 @@ class LoadVideo(io.ComfyNode):
         info = video_read.probe(path)
         chunk = chunk or auto_chunk(info.width, info.height)
         seq = FrameSequence.open(path, start, count, stride, chunk)
-        text = json.dumps({"file": video, "frames": seq.count, "fps": round(seq.fps, 4), "width": seq.width,
-                           "height": seq.height, "audio": info.audio_codec, "variable_fps": info.variable_fps,
-                           "chunk": seq.chunk})
+        facts = {"file": video, "frames": seq.count, "fps": round(seq.fps, 4), "width": seq.width,
+                 "height": seq.height, "audio": info.audio_codec, "variable_fps": info.variable_fps,
+                 "chunk": seq.chunk}
+        if info.variable_fps:
+            shift = video_read.constant_rate_shift(path, seq.start, seq.count, seq.stride, seq.fps)
+            facts["timing_note"] = (f"variable frame rate: saved videos are constant {seq.fps:.4f} fps, moving frame "
+                                    f"times by up to {shift * 1000:.1f} ms")
+        if seq.width % 2 or seq.height % 2:
+            facts["size_note"] = (f"{seq.width}x{seq.height} has an odd side: saved H.264 videos repeat the edge "
+                                  "column/row to reach an even size")
+        text = json.dumps(facts)
         return io.NodeOutput(seq, text, ui={"text": [text]})
 
 
@@ -220,12 +230,19 @@ class SaveVideo(io.ComfyNode):
                                         "animated": (True,), "swapline_video": [result]})
 
 
-def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, preset: str, audio: bool):
-    """Stream a sequence into an MP4 in the output folder; returns (path, subfolder, file, summary)."""
+def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, preset: str, audio: bool,
+                    index: int | None = None):
+    """Stream a sequence into an MP4 in the output folder; returns (path, subfolder, file, summary).
+
+    ``index``: the file number to use (the QA report's, so a job's report and video share it)
+    unless a video with that number already exists.
+    """
     from ..swapline_core.video.write import VideoWriter
 
     out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
         filename_prefix, folder_paths.get_output_directory(), frames.width, frames.height)
+    if index is not None and not os.path.exists(os.path.join(out_dir, f"{name}_{int(index):05}_.mp4")):
+        counter = int(index)
     file = f"{name}_{counter:05}_.mp4"
     path = os.path.join(out_dir, file)
     hooks = _hooks(frames.count)
@@ -239,8 +256,28 @@ def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, prese
             hooks.progress(len(chunk))
     if writer.frames_written != frames.count:
         raise SwaplineError(f"wrote {writer.frames_written} frames but the sequence has {frames.count}")
-    result = {"file": os.path.join(subfolder, file), "frames": writer.frames_written, "audio": writer.audio_mode}
+    result = {"file": os.path.join(subfolder, file), "frames": writer.frames_written, "audio": writer.audio_mode,
+              **conversions(frames, writer)}
     return path, subfolder, file, result
+
+
+def conversions(frames: FrameSequence, writer) -> dict:
+    """What the MP4 changed about size and timing, stated (issue 18: never a silent change)."""
+    out = {}
+    if writer.padded != (0, 0):
+        w, h = writer.width, writer.height
+        out["padded"] = {"right": writer.padded[0], "bottom": writer.padded[1],
+                         "note": f"{w}x{h} has an odd side; H.264 (yuv420p) needs even sizes, so the edge "
+                                 f"column/row was repeated: the video is {w + writer.padded[0]}x{h + writer.padded[1]}"}
+    fps = float(_fps_of(frames))
+    shift = video_read.constant_rate_shift(frames.path, frames.start, frames.count, frames.stride, fps) \
+        if not os.path.isdir(frames.path) else 0.0
+    if shift > 0:
+        out["timing"] = {"source": "variable frame rate", "written": f"constant {fps:.4f} fps",
+                         "max_shift_ms": round(shift * 1000, 1),
+                         "note": f"variable-frame-rate source written at a constant {fps:.4f} fps: frame times "
+                                 f"move by up to {shift * 1000:.1f} ms"}
+    return out
 
 
 def _fps_of(frames: FrameSequence):

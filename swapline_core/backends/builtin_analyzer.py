@@ -84,7 +84,14 @@ class BuiltinAnalyzer(FaceAnalyzer):
         out: list[list[Face]] = [[] for _ in rgb]
         self.skipped = [[] for _ in rgb]
         groups: dict[tuple, list[int]] = {}
+        smallest = max(12, self.min_face_size)
         for i, im in enumerate(rgb):
+            if min(im.shape[:2]) < smallest:
+                # MTCNN's image pyramid is empty below its min size (torch.cat of nothing): report
+                # the size instead of crashing
+                self.skipped[i].append({"reason": f"image {im.shape[1]}x{im.shape[0]} px is smaller than the "
+                                                  f"smallest detectable face ({smallest} px)"})
+                continue
             groups.setdefault(im.shape, []).append(i)
         for indices in groups.values():
             for start in range(0, len(indices), self.batch_size):

@@ -34,7 +34,7 @@ from ..faces.align import warp_crops
 from ..errors import BadModelError, MissingModelError
 from ..types import Face, as_rgb_uint8, l2_normalise
 from ..interfaces import FaceAnalyzer
-from .onnx_sessions import providers_for
+from .onnx_sessions import providers_for, unloadable_model
 
 log = logging.getLogger("swapline")
 
@@ -50,7 +50,7 @@ def _route(path: str, providers: list[str]):
     try:
         return model_zoo.get_model(path, providers=providers)
     except Exception as exc:  # onnxruntime raises several types for unreadable graphs
-        raise BadModelError(path, f"onnxruntime could not load it ({exc})") from exc
+        raise unloadable_model(path, exc) from exc
 
 
 class InsightFaceAnalyzer(FaceAnalyzer):

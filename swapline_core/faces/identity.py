@@ -32,7 +32,12 @@ def build_from_images(analyzer, images: Sequence[np.ndarray], reduce: str = "mea
     picked = [max(fs, key=lambda f: f.area) if fs else None for fs in found]
     empty = [i for i, f in enumerate(picked) if f is None]
     if empty:
-        raise NoFaceError(f"no face found in source image(s) {empty}: use clear photos of the source person")
+        sizes = ", ".join(f"image {i}: {images[i].shape[1]}x{images[i].shape[0]} px" for i in empty)
+        need = getattr(analyzer, "min_face_size", None)
+        needed = (f"; {analyzer.name} finds faces of {need} px or more (a face at least 100 px across works "
+                  "best)" if need else "")
+        raise NoFaceError(f"no face found in source image(s) {empty} ({sizes}){needed}: use clear photos of "
+                          "the source person")
     analyzer.embed(images, [[f] for f in picked])
     if analyzer.supports_landmarks:
         analyzer.landmarks68(images, [[f] for f in picked])

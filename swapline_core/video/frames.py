@@ -25,7 +25,7 @@ class Layer:
     name: str
     store_root: str
     key: str
-    models: tuple = ()           # (role, path) of every model that shaped this layer
+    models: tuple = ()           # (role, path, sha256 loaded) of every model that shaped this layer
 
     def store(self) -> ChunkStore:
         return ChunkStore(self.store_root, self.key)

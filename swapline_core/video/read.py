@@ -39,6 +39,17 @@ def frame_time(path: str | os.PathLike, index: int) -> float:
     return index / info.fps
 
 
+def constant_rate_shift(path: str | os.PathLike, start: int, count: int, stride: int, fps: float) -> float:
+    """Largest |source time - i / fps| in seconds over the frames used: how far writing them at a
+    constant ``fps`` moves a frame of a variable-frame-rate clip (0 for constant-rate sources)."""
+    info, idx = probe_with_index(path)
+    if not info.variable_fps or idx.pts is None or count <= 0 or fps <= 0:
+        return 0.0
+    used = np.arange(start, min(start + count * stride, info.frame_count), stride)
+    src = (idx.pts[used] - idx.pts[used[0]]).astype(np.float64) * float(idx.time_base)
+    return float(np.abs(src - np.arange(len(used)) / fps).max())
+
+
 def _check_index(info: VideoInfo, index: int) -> None:
     if not 0 <= index < info.frame_count:
         raise IndexError(f"frame {index} is outside {Path(info.path).name} "

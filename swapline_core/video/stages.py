@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..backends.cache import loaded_model_files
 from .store import ChunkStore, faces_key, model_stamp, stage_key
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
@@ -220,7 +221,8 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
     store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, **opts.to_json()},
                                  store_root, hooks, compute)
     report.extra["skipped"] = dict(skipped)
-    models = tuple(swapper.model_files()) + tuple(faces.analyzer.model_files() if faces.analyzer else ())
+    # the hashes recorded at load time: provenance names the weights that ran, not today's files
+    models = tuple(loaded_model_files(swapper)) + tuple(loaded_model_files(faces.analyzer) if faces.analyzer else ())
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report
 
 
@@ -242,7 +244,7 @@ def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str
     store, report = patch_stage(seq, faces, "restore", key, {"restorer": restorer.name, "weight": weight},
                                  store_root, hooks, compute)
     report.extra["faces_restored"] = restored[0]
-    return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(restorer.model_files()))), report
+    return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(loaded_model_files(restorer)))), report
 
 
 def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: Hooks) -> FrameSequence:

@@ -69,12 +69,11 @@ class ChunkStore:
 
 
 def model_stamp(obj) -> list:
-    """(role, file name, size, mtime) of every model file an analyzer/swapper uses: part of stage keys."""
-    out = []
-    for role, path in (obj.model_files() if hasattr(obj, "model_files") else []):
-        st = os.stat(path)
-        out.append([role, os.path.basename(path), st.st_size, st.st_mtime_ns])
-    return out
+    """(role, file name, sha256 of the bytes loaded) of every model file an analyzer/swapper uses:
+    part of stage keys, so chunks made by other weights are never reused."""
+    from ..backends.cache import loaded_model_files
+
+    return [[role, os.path.basename(path), sha] for role, path, sha in loaded_model_files(obj)]
 
 
 def faces_key(faces) -> str:

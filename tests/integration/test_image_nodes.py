@@ -145,7 +145,9 @@ def test_pack_without_detector_gives_clear_error(comfy, models_dir):
     with pytest.raises(ComfyExecutionError) as err:
         comfy.run(prompt)
     assert "detector" in err.value.exception_message
-    assert str(broken) in err.value.exception_message
+    # the folder, named relative to ComfyUI's model folders: never an absolute server path
+    assert "[insightface folder]/models/broken_pack" in err.value.exception_message
+    assert str(broken) not in err.value.exception_message
     assert "README.md#models" in err.value.exception_message
 
 

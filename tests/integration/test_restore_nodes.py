@@ -85,8 +85,10 @@ def test_bad_restorer_file_gives_clear_error(comfy, models_dir, tmp_path, role, 
         comfy.run(restore_prompt(name, target.name))
     assert err.value.node_type == "SwaplineRestorerLoader"
     assert err.value.data.get("exception_type", "").endswith("BadModelError")
+    assert "/" not in err.value.data["exception_type"]  # ComfyUI names it by module: no server path
     msg = err.value.exception_message
-    assert str(target) in msg and problem in msg, msg
+    assert f"[facerestore_models folder]/{target.name}" in msg and problem in msg, msg
+    assert str(target) not in msg, msg
 
 
 def test_restore_frames_on_a_clip(comfy):

@@ -135,8 +135,12 @@ def test_nodes_reach_the_core_only_by_relative_imports():
     # folders would pick up ComfyUI's nodes.py or fail. install.py is run as a script by
     # ComfyUI-Manager (no package), so it alone imports swapline_core absolutely.
     files = [p for p in PACK if p.name != "install.py" or p.parent != REPO]
+    # nodes/prompt_guard.py imports ComfyUI's own top-level nodes.py (NODE_CLASS_MAPPINGS) inside a
+    # function that runs in the server process: that `import nodes` is ComfyUI's, not ours.
+    allowed = {("nodes/prompt_guard.py", "nodes")}
     bad = [_where(p, i) for p, i in _all_imports(files)
-           if not i.relative and i.target.split(".")[0] in {"swapline_core", "nodes", "swapline"}]
+           if not i.relative and i.target.split(".")[0] in {"swapline_core", "nodes", "swapline"}
+           and (p.relative_to(REPO).as_posix(), i.target) not in allowed]
     assert not bad, "use relative imports inside the pack (..swapline_core.<module>):\n" + "\n".join(bad)
 
 

@@ -196,7 +196,11 @@ def test_restore_frames_stage_resumes(inverter, tmp_path):
     out, report = pipeline.restore_frames(seq, faces, inverter, str(tmp_path / "store"), hooks)
     assert report.chunks_total == 2 and report.chunks_resumed == 0 and sum(done) == 3
     assert report.extra["faces_restored"] == 2
-    assert out.layers[-1].name == "restore" and out.layers[-1].models == (("restorer", inverter.path),)
+    from swapline_core.provenance.hashing import sha256_file
+
+    # (role, path, sha256 of the bytes loaded): provenance names the weights that ran
+    assert out.layers[-1].name == "restore"
+    assert out.layers[-1].models == (("restorer", inverter.path, sha256_file(inverter.path)),)
     frames = [f for _, chunk in out.iter_chunks() for f in chunk]
     direct = inverter.restore(images, per_frame)
     for img, got, ps in zip(images, frames, direct):

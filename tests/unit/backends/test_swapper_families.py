@@ -201,7 +201,7 @@ def test_commercial_switch_and_licences_in_provenance(files):
     from swapline_core.backends.catalog import KNOWN_MODELS, check_commercial
     from swapline_core.provenance.audit_log import make_record
     from swapline_core.provenance.c2pa import model_entry
-    from swapline_core.provenance.hashing import model_manifest
+    from swapline_core.backends.manifest import model_manifest
 
     assert all(m.commercial in ("yes", "no", "unknown") and m.licence and m.source for m in KNOWN_MODELS)
     hyper = FamilySwapper(str(files["hyperswap_1a_256"]), "CPU")

@@ -1,0 +1,172 @@
+"""Issue 18 over HTTP: bad input is rejected before anything runs, nothing half-succeeds, and the
+model that ran is the model recorded."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from devtools.comfy_harness import PromptRejected
+from devtools.media import SAMPLES
+
+REPO = Path(__file__).resolve().parents[2]
+API = REPO / "workflows" / "api"
+INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",
+          "swapline_target_reference.png": "target_reference.png"}
+BAD = "Not-A-Choice"
+
+
+@pytest.fixture(scope="module")
+def staged(comfy):
+    for name, src in INPUTS.items():
+        shutil.copy(SAMPLES / src, comfy.base_dir / "input" / name)
+    return comfy
+
+
+def _load(name: str) -> dict:
+    return json.loads((API / f"{name}.json").read_text())
+
+
+def _combo_options(info: dict, class_type: str, name: str):
+    spec = info[class_type]["input"]
+    entry = spec.get("required", {}).get(name) or spec.get("optional", {}).get(name)
+    if not entry:
+        return None
+    kind = entry[0]
+    if isinstance(kind, list):
+        return kind
+    if kind == "COMBO":
+        return entry[1].get("options", [])
+    return None
+
+
+def _rejection(comfy, prompt: dict, what: str = "") -> dict:
+    try:
+        pid = comfy.queue(prompt)
+    except PromptRejected as exc:
+        return exc.body
+    comfy.interrupt()
+    raise AssertionError(f"prompt accepted ({pid}) though {what or 'it is invalid'}")
+
+
+def test_every_enum_of_every_shipped_workflow_rejects_a_bad_value(staged):
+    info = staged.object_info()
+    checked = []
+    for path in sorted(API.glob("*.json")):
+        wf = json.loads(path.read_text())
+        for node_id, node in wf.items():
+            for name, value in node["inputs"].items():
+                if isinstance(value, list) or _combo_options(info, node["class_type"], name) is None:
+                    continue
+                bad = copy.deepcopy(wf)
+                bad[node_id]["inputs"][name] = BAD
+                body = _rejection(staged, bad, f"{path.name} node {node_id} {name}={BAD!r}")
+                errs = body.get("node_errors", {}).get(node_id, {}).get("errors", [])
+                text = json.dumps(errs)
+                assert errs and name in text and BAD in text, (path.name, node_id, name, body)
+                if node["class_type"].startswith("Swapline"):
+                    allowed = _combo_options(info, node["class_type"], name)
+                    assert any(str(o) in text for o in allowed), text  # names what is allowed
+                    assert str(staged.base_dir) not in text and str(REPO) not in text, text
+                checked.append((path.stem, node["class_type"], name))
+    swapline = [c for c in checked if c[1].startswith("Swapline")]
+    assert ("video_swap_builtin", "SwaplineTrackFaces", "mode") in checked
+    assert len(swapline) >= 20, checked
+
+
+def test_track_mode_typo_is_rejected_naming_input_value_and_choices(staged):
+    wf = _load("video_swap_builtin")
+    wf["7"]["inputs"]["mode"] = "Identity"
+    body = _rejection(staged, wf)
+    text = json.dumps(body["node_errors"]["7"])
+    assert "mode" in text and "Identity" in text and "identity" in text and "largest" in text
+
+
+def test_a_literal_for_a_frames_socket_is_rejected(staged):
+    wf = _load("video_swap_builtin")
+    wf["9"]["inputs"]["frames"] = 42
+    body = _rejection(staged, wf)
+    text = json.dumps(body["node_errors"]["9"])
+    assert "frames" in text and "42" in text and "SWAPLINE_FRAMES" in text
+
+
+def test_invalid_sink_settings_reject_the_whole_prompt(staged):
+    """The QA gate must not run (and write its report) while the sink is dropped."""
+    wf = _load("video_swap_builtin")
+    wf["10"]["inputs"]["filename_prefix"] = "swapline/half_success"
+    wf["11"]["inputs"]["crf"] = 99
+    body = _rejection(staged, wf)
+    assert "11" in body["node_errors"]
+    assert body["error"]["type"] == "prompt_outputs_failed_validation"
+    assert not list((staged.base_dir / "output" / "swapline").glob("half_success*"))
+
+
+def _audit_models(comfy) -> list[dict]:
+    lines = (comfy.base_dir / "output" / "swapline_audit.jsonl").read_text().splitlines()
+    return json.loads(lines[-1])["models"]
+
+
+def _replace(path: Path, src: Path) -> None:
+    # models_dir holds hard links into the shared synthetic cache: never write through them
+    tmp = path.with_suffix(".tmp")
+    shutil.copy(src, tmp)
+    os.replace(tmp, path)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+
+
+def test_model_replaced_between_prompts_is_reloaded_and_recorded(staged, models_dir, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "unit" / "backends"))
+    from test_model_identity import _other_swapper
+
+    from swapline_core.provenance.hashing import sha256_file
+
+    live = models_dir / "insightface" / "inswapper_128.onnx"
+    original = tmp_path / "a.onnx"
+    shutil.copy(live, original)
+    other = tmp_path / "b.onnx"
+    _other_swapper(original, other)
+    wf = _load("video_swap")
+    wf["1"]["inputs"]["count"] = 4
+    wf["11"]["inputs"]["filename_prefix"] = "swapline/model_swap"
+    try:
+        staged.run(wf)
+        first = {m["name"]: m["sha256"] for m in _audit_models(staged)}
+        assert first["inswapper_128.onnx"] == sha256_file(original)
+        _replace(live, other)
+        staged.run(wf)
+        second = {m["name"]: m["sha256"] for m in _audit_models(staged)}
+        assert second["inswapper_128.onnx"] == sha256_file(other)
+    finally:
+        _replace(live, original)
+
+
+COMFY_033 = os.environ.get("SWAPLINE_COMFYUI_033")  # an unpacked ../shared/comfyui-0.33 ComfyUI/ tree
+
+
+@pytest.mark.skipif(not COMFY_033, reason="set SWAPLINE_COMFYUI_033 to an unpacked ComfyUI 0.33 tree")
+def test_rejections_on_comfyui_033(tmp_path, models_dir):
+    """The same checks on 0.33, which validates combos itself except for inputs a node's
+    validate_inputs names (ours names them all)."""
+    from devtools.comfy_harness import ComfyServer
+
+    server = ComfyServer(tmp_path / "base", models_dir, comfy_dir=Path(COMFY_033))
+    server.prepare_dirs()
+    server.assert_clean_import = lambda: None  # its nodes_glsl needs comfy_angle, absent here
+    server.start(timeout=240)
+    try:
+        for name, src in INPUTS.items():
+            shutil.copy(SAMPLES / src, server.base_dir / "input" / name)
+        for node, name, value in (("7", "mode", "Identity"), ("9", "frames", 42), ("11", "crf", 99),
+                                  ("11", "preset", "Nope")):
+            wf = _load("video_swap_builtin")
+            wf[node]["inputs"][name] = value
+            body = _rejection(server, wf, f"0.33: node {node} {name}={value!r}")
+            assert name in json.dumps(body["node_errors"][node]), body
+    finally:
+        server.stop()
