@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .types import Face, SourceIdentity, SwapPatch
+from .types import Competence, Face, SourceIdentity, SwapPatch
 
 
 class FaceAnalyzer(ABC):
@@ -44,6 +44,8 @@ class FaceAnalyzer(ABC):
 class FaceSwapper(ABC):
     name: str = "swapper"
     needs_landmarks: bool = False         # True: target and source faces need ``landmarks``
+    # Where this swapper gives a usable result; faces outside are left untouched by the guards.
+    competence: Competence = Competence(basis="no limits declared")
 
     @abstractmethod
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],

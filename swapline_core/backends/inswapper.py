@@ -13,7 +13,7 @@ import numpy as np
 
 from ..faces.align import warp_crops
 from ..errors import BadModelError, SwaplineError
-from ..types import Face, SourceIdentity
+from ..types import Competence, Face, SourceIdentity
 from ..interfaces import FaceSwapper
 from ..types import SwapPatch
 from .onnx_sessions import create_session
@@ -46,6 +46,13 @@ def _load_emap(path: str) -> np.ndarray:
 
 
 class InSwapper(FaceSwapper):
+    # Declared, not measured here (the real weights are not available on the build machine):
+    # the 128 px crop puts the eyes ~40 px apart, so a face with eyes under 10 px apart is
+    # upscaled more than 4x and comes back as mush; the ArcFace-aligned crop of a profile holds
+    # mostly background. Community reports put the usable turn at roughly 60-70 deg.
+    competence = Competence(max_yaw=65.0, max_pitch=50.0, min_inter_ocular_px=10.0, needs_both_eyes=False,
+                            basis="declared from the 128 px input geometry (inswapper_128 not measured here)")
+
     def __init__(self, path: str, provider: str = "auto", mask_kind: str = "ellipse",
                  mask_erode: float = 0.0, mask_blur: float = 0.1):
         self.path = path

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from .store import ChunkStore, faces_key, model_stamp, stage_key
+from ..guards import reason_category
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
 from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
@@ -156,25 +157,31 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
                 opts: SwapOptions | None = None) -> tuple[FrameSequence, StageReport]:
     """Swap the tracked faces of every frame; returns the sequence with a swap layer added.
 
-    Faces the guards refuse are left untouched; ``report.extra["skipped"]`` counts them by reason.
+    Faces the guards refuse are left untouched; ``report.extra["skipped"]`` counts them by reason
+    category (e.g. "head turned", "track jump"; the full reasons are in each face's record), and
+    ``report.extra["skipped_frames"]`` lists, per category, the clip frames that had one.
     """
     opts = opts or SwapOptions()
     key = stage_key("swap", seq.key, faces_key(faces), stage_key(source.embedding.round(5).tolist()),
                     swapper.name, model_stamp(swapper), opts.to_json(), getattr(swapper, "settings", None))
     skipped: dict[str, int] = defaultdict(int)
+    skipped_frames: dict[str, set] = defaultdict(set)
 
     def compute(frames, chunk_faces, report, first):
         ctx = ClipContext(faces, first)
         res = swap_chunk(swapper, analyzer, frames, chunk_faces, source, opts, context=ctx, timings=report.seconds)
-        for row in res.records:
+        for k, row in enumerate(res.records):
             for rec in row:
                 if rec.get("status") == "skipped":
-                    skipped[rec.get("reason", "unknown")] += 1
+                    cat = reason_category(rec.get("reason", "unknown"))
+                    skipped[cat] += 1
+                    skipped_frames[cat].add(first + k)
         return res.patches, res.frames
 
     store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, **opts.to_json()},
                                  store_root, hooks, compute)
     report.extra["skipped"] = dict(skipped)
+    report.extra["skipped_frames"] = {k: sorted(v) for k, v in skipped_frames.items()}
     models = tuple(swapper.model_files()) + tuple(faces.analyzer.model_files() if faces.analyzer else ())
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report
 
