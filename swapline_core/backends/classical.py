@@ -5,16 +5,16 @@ landmarks (plus a band of forehead), colour-matched to the target skin and blend
 target's face hull. The face outline, hair and pose stay the target's; eyes, brows, nose, mouth
 and their proportions come from the source, which is what identity models mostly look at.
 
-Choices measured on insightface's t1.jpg with Tom Hanks as the source: dlib identity distance
-of each swapped face to the source vs. to the original target, margin = to_target - to_source
-over all six faces (min / mean). Defaults: 0.086 / 0.148, every face nearer the source.
-- without the forehead band (``forehead=0``): -0.026 / 0.041, three faces stay the target;
-- without source feature proportions (``shape_transfer=0``): -0.040 / 0.088;
-- without mirroring a source whose head turns the other way (``mirror="never"``): 0.030 / 0.110;
-- the swapper node's current mask defaults (mask_erode 0.03, mask_blur 0.10): -0.030 / 0.125;
-- ``blend="feather"``: 0.081 / 0.159 and 3-5x faster, but it shows a colour edge where source and
-  target skin differ (a grey source), which "seamless" hides; relighting costs ~0.005 and
-  removes the source's own shadows.
+Expression is the target's: each eye keeps its lid shape (openness) and the mouth its lip gap
+and shape, moved to the source's eye corners and mouth width; lip thickness comes from the
+source; an open mouth shows the target's own teeth and gap. Identity therefore rests on texture
+and static proportions (eye spacing and size, nose, mouth width, lips, forehead).
+
+The defaults and their alternatives (forehead band, shape transfer, mirroring, blend, the old
+source-expression transfer) are measured by ``bench/calibrate_classical.py``: identity margins on
+t1.jpg with Tom Hanks as the source and mouth/eye-opening correlations on the sample clips, in
+docs/measurements/classical_swap.md. Where the swap is usable at all (head turn, pitch, face
+size) is declared in ``ClassicalSwapper.competence`` and enforced by ``swapline_core.guards``.
 
 Everything happens on a patch around the target face: cost scales with the face, not the frame,
 and nothing outside the returned mask is touched (the mask is exactly 0 outside the hull).
