@@ -44,6 +44,8 @@ class FaceAnalyzer(ABC):
 class FaceSwapper(ABC):
     name: str = "swapper"
     needs_landmarks: bool = False         # True: target and source faces need ``landmarks``
+    # True: patches already carry the target's colour (the paste step must not match them again).
+    matches_color: bool = False
     # Where this swapper gives a usable result; faces outside are left untouched by the guards.
     competence: Competence = Competence(basis="no limits declared")
 

@@ -48,6 +48,10 @@ _LIP_ANCHORS = ((60, 61), (61, 61), (62, 62), (63, 63), (63, 64), (64, 65), (65,
 class ClassicalSwapper(FaceSwapper):
     name = "classical_delaunay"
     needs_landmarks = True
+    # Its own Lab transfer (capped gain), relighting and Poisson blend already put the target's
+    # colour in; a second, uncapped match at paste time turned a grey source's low-chroma skin
+    # into cyan and red blotches on the red-lit kling clip.
+    matches_color = True
     # A frontal source warped by 2D triangles: past a three-quarter turn the far eye lands beside
     # the nose (infinitetalk's man at 50-62 deg by the five points: visibly wrong; kling's
     # 12-27 deg: fine; see docs/measurements/classical_swap.md). Pitch: the kling clip reaches
