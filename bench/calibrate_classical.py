@@ -192,9 +192,9 @@ def write(ident, expr, comp, seconds: float) -> None:
     lines += ["", "The infinitetalk rows are for completeness only: its faces are a three-quarter view and a",
               "profile, 45 px tall, which the guards refuse for this swapper (below).", "",
               "## Where the swapper works (competence)", "",
-              "|yaw| in degrees from the five detector points and from the 68 landmarks "
-              "(`swapline_core.guards.pose`), the larger |pitch| of the two, and the guards' verdicts "
-              "with the classical swapper's declared limits.", "",
+              ("|yaw| in degrees from the five detector points and from the 68 landmarks "
+               "(`swapline_core.guards.pose`), the larger |pitch| of the two, and the guards' verdicts "
+               "with the classical swapper's declared limits."), "",
               "| images | faces | yaw (5 pt) | yaw (68 pt) | max pitch | guards |", "|---|---|---|---|---|---|"]
     lines += [f"| {n} | {k} | {a[0]:.0f}-{a[1]:.0f} | {b[0]:.0f}-{b[1]:.0f} | {p:.0f} | "
               + ", ".join(f"{c}: {v}" for c, v in sorted(cnt.items())) + " |" for n, k, a, b, p, cnt in comp]

@@ -16,11 +16,11 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from swapline_core.backends import classical  # noqa: E402
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
-from swapline_core.backends.classical import ClassicalSwapper  # noqa: E402
-from swapline_core.faces.paste import apply_patches  # noqa: E402
-from swapline_core.types import SourceIdentity  # noqa: E402
+from swapline_core.backends import classical
+from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+from swapline_core.backends.classical import ClassicalSwapper
+from swapline_core.faces.paste import apply_patches
+from swapline_core.types import SourceIdentity
 
 KLING = REPO / "tests" / ".cache" / "media" / "api_kling_avatar2-1.webp"
 
@@ -58,12 +58,12 @@ def hanks(analyzer):
 
 
 def _open_frame(clip) -> int:
-    frames, faces = clip
+    _, faces = clip
     return int(np.argmax([mouth_gap(f.landmarks) for f in faces]))
 
 
 def test_shape_transfer_takes_proportions_from_the_source_and_opening_from_the_target(clip, hanks):
-    frames, faces = clip
+    _, faces = clip
     dst = faces[_open_frame(clip)].landmarks.astype(np.float32)
     src = hanks.face.landmarks.astype(np.float32)
     hull = cv2.convexHull(dst).reshape(-1, 2)
@@ -74,10 +74,11 @@ def test_shape_transfer_takes_proportions_from_the_source_and_opening_from_the_t
     assert abs(mouth_gap(out) - mouth_gap(dst)) < 0.5
     assert mouth_gap(old) < 0.5 * mouth_gap(dst)
     # Eye openness (lid height over width) is the target's; eye corners come from the source.
+    def openness(p, a, b, top, bottom):
+        return np.mean([np.linalg.norm(p[t] - p[u]) for t, u in zip(top, bottom)]) / np.linalg.norm(p[b] - p[a])
+
     for a, b, top, bottom in ((36, 39, (37, 38), (41, 40)), (42, 45, (43, 44), (47, 46))):
-        def openness(p):
-            return np.mean([np.linalg.norm(p[t] - p[u]) for t, u in zip(top, bottom)]) / np.linalg.norm(p[b] - p[a])
-        assert abs(openness(out) - openness(dst)) < 1e-3
+        assert abs(openness(out, a, b, top, bottom) - openness(dst, a, b, top, bottom)) < 1e-3
         np.testing.assert_allclose(out[[a, b]], old[[a, b]], atol=1e-3)
     # The mouth is as wide as the (aligned) source's.
     assert abs(np.linalg.norm(out[54] - out[48]) - np.linalg.norm(old[54] - old[48])) < 0.5

@@ -4,7 +4,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-
 from guard_media import KLING, TALK, clip_faces
 
 from swapline_core.backends.classical import ClassicalSwapper
@@ -71,7 +70,7 @@ def test_rotated_landmarks_beyond_the_limit_are_refused():
 def test_declared_competences_and_small_faces():
     assert ClassicalSwapper.competence.max_yaw == 45 and ClassicalSwapper.competence.needs_both_eyes
     assert InSwapper.competence.min_inter_ocular_px >= 10 and InSwapper.competence.max_yaw > 45
-    frames, faces = clip_faces(KLING, 1)
+    _, faces = clip_faces(KLING, 1)
     face = faces[0][0]
     c = face.kps.mean(0)
     small = face.copy(kps=((face.kps - c) * 0.05 + c).astype(np.float32), landmarks=None)
