@@ -132,7 +132,8 @@ class ClassicalSwapper(FaceSwapper):
         x1, y1 = int(min(w, np.ceil(hi[0] + pad))), int(min(h, np.ceil(hi[1] + pad)))
         if x1 - x0 < 2 or y1 - y0 < 2:
             return SwapPatch((0, 0, 0, 0), np.zeros((0, 0, 3), np.float32),
-                             np.zeros((0, 0), np.float32), {"skipped": "face outside the frame"})
+                             np.zeros((0, 0), np.float32),
+                             {"status": "skipped", "reason": "outside the frame: no pixels to paste"})
         patch = frame[y0:y1, x0:x1]
         origin = np.array([x0, y0], np.float32)
         warped, valid = _piecewise_affine(src_img, src_pts, dst_pts - origin, tris,
