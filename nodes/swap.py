@@ -10,6 +10,7 @@ from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
 from ..swapline_core.backends.swappers.families import FAMILIES
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
+from ..swapline_core.guards import GuardOptions
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
 from ..swapline_core.types import FaceSet
 from . import model_paths
@@ -138,6 +139,21 @@ class SwapperLoader(io.ComfyNode):
         return io.NodeOutput(sw, ui=ui.PreviewText(swapper_report(sw)))
 
 
+def guard_inputs() -> list:
+    """Optional (so saved API prompts stay valid) guard widgets shared by the two swap nodes."""
+    return [io.Boolean.Input("guards", default=True, optional=True,
+                             tooltip="Leave faces the swapper cannot do well untouched and report why: turned "
+                                     "too far, too small, implausible landmarks, a box jumping against its "
+                                     "track, no skin where the paste would go."),
+            io.Float.Input("max_yaw", default=0.0, min=0.0, max=90.0, step=1.0, optional=True,
+                           tooltip="Refuse faces turned more than this many degrees; 0 uses the swapper's "
+                                   "own limit (45 for the built-in classical swapper). Never looser than it.")]
+
+
+def guard_options(guards: bool = True, max_yaw: float = 0.0) -> GuardOptions:
+    return GuardOptions(enabled=bool(guards), max_yaw=float(max_yaw or 0.0))
+
+
 class SwapFaces(io.ComfyNode):
     @classmethod
     def define_schema(cls):
@@ -155,13 +171,15 @@ class SwapFaces(io.ComfyNode):
                 Swapper.Input("swapper", tooltip="From Load Face Swapper."),
                 io.Boolean.Input("color_match", default=True,
                                  tooltip="Match the swapped face's colour statistics to the target skin inside the mask."),
+                *guard_inputs(),
             ],
             outputs=[io.Image.Output(display_name="images"), io.Mask.Output(display_name="mask"),
                      io.String.Output(display_name="records")],
         )
 
     @classmethod
-    def execute(cls, images, faces: FaceSet, face_model, swapper, color_match) -> io.NodeOutput:
+    def execute(cls, images, faces: FaceSet, face_model, swapper, color_match, guards=True,
+                max_yaw=0.0) -> io.NodeOutput:
         frames = to_arrays(images)
         if len(faces.frames) != len(frames):
             raise SwaplineError(f"faces were detected on {len(faces.frames)} frames but {len(frames)} images "
@@ -172,7 +190,7 @@ class SwapFaces(io.ComfyNode):
         for s in range(0, len(frames), CHUNK):
             check_interrupt()
             res = swap_chunk(swapper, faces.analyzer, frames[s:s + CHUNK], per_frame[s:s + CHUNK], face_model,
-                             SwapOptions(color_match=color_match))
+                             SwapOptions(color_match=color_match, guards=guard_options(guards, max_yaw)))
             out += res.frames
             masks += [union_mask(f.shape[:2], ps) for f, ps in zip(res.frames, res.patches)]
             records += res.records

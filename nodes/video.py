@@ -14,6 +14,7 @@ from ..swapline_core.video import read as video_read
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.video.frames import FrameSequence
 from ..swapline_core.swap.chunk import SwapOptions
+from .swap import guard_inputs, guard_options
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, Swapper
@@ -188,15 +189,16 @@ class SwapFrames(io.ComfyNode):
                 FaceModel.Input("face_model", tooltip="The source identity."),
                 Swapper.Input("swapper", tooltip="From Load Face Swapper."),
                 io.Boolean.Input("color_match", default=True, tooltip="Match colour statistics to the target skin."),
+                *guard_inputs(),
             ],
             outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="report")],
         )
 
     @classmethod
-    def execute(cls, frames, faces, face_model, swapper, color_match) -> io.NodeOutput:
+    def execute(cls, frames, faces, face_model, swapper, color_match, guards=True, max_yaw=0.0) -> io.NodeOutput:
         out, report = pipeline.swap_frames(frames, faces, face_model, swapper, faces.analyzer,
                                            model_paths.swapline_cache_dir(), _hooks(frames.count),
-                                           SwapOptions(color_match=color_match))
+                                           SwapOptions(color_match=color_match, guards=guard_options(guards, max_yaw)))
         text = json.dumps(report.to_json())
         return io.NodeOutput(out, text, ui=preview_ui(cls, swap=report.to_json()))
 

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .types import Face, SourceIdentity, SwapPatch
+from .types import Competence, Face, SourceIdentity, SwapPatch
 
 
 class FaceAnalyzer(ABC):
@@ -44,6 +44,10 @@ class FaceAnalyzer(ABC):
 class FaceSwapper(ABC):
     name: str = "swapper"
     needs_landmarks: bool = False         # True: target and source faces need ``landmarks``
+    # True: patches already carry the target's colour (the paste step must not match them again).
+    matches_color: bool = False
+    # Where this swapper gives a usable result; faces outside are left untouched by the guards.
+    competence: Competence = Competence(basis="no limits declared")
 
     @abstractmethod
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],

@@ -122,6 +122,22 @@ class FaceSet:
                                if k < len(self.similarities) else {})}
                            for k, fr in enumerate(self.frames)]}
 
+@dataclass(frozen=True)
+class Competence:
+    """Where a swapper works well, declared by the swapper; the guards leave faces outside it
+    untouched (and report why). Angles in degrees (``swapline_core.guards.pose``); sizes are the
+    five-point inter-ocular distance in frame pixels."""
+    max_yaw: float = 90.0
+    max_pitch: float = 90.0
+    min_inter_ocular_px: float = 0.0
+    needs_both_eyes: bool = False         # the nose tip must lie between the eyes (none hidden)
+    basis: str = ""                       # where the numbers come from (measured / declared)
+
+    def to_json(self) -> dict:
+        return {"max_yaw": self.max_yaw, "max_pitch": self.max_pitch,
+                "min_inter_ocular_px": self.min_inter_ocular_px, "needs_both_eyes": self.needs_both_eyes}
+
+
 @dataclass
 class SwapPatch:
     """A swapped face as a patch: ``pixels`` replaces the frame inside ``region`` by ``mask``."""

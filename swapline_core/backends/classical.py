@@ -5,16 +5,16 @@ landmarks (plus a band of forehead), colour-matched to the target skin and blend
 target's face hull. The face outline, hair and pose stay the target's; eyes, brows, nose, mouth
 and their proportions come from the source, which is what identity models mostly look at.
 
-Choices measured on insightface's t1.jpg with Tom Hanks as the source: dlib identity distance
-of each swapped face to the source vs. to the original target, margin = to_target - to_source
-over all six faces (min / mean). Defaults: 0.086 / 0.148, every face nearer the source.
-- without the forehead band (``forehead=0``): -0.026 / 0.041, three faces stay the target;
-- without source feature proportions (``shape_transfer=0``): -0.040 / 0.088;
-- without mirroring a source whose head turns the other way (``mirror="never"``): 0.030 / 0.110;
-- the swapper node's current mask defaults (mask_erode 0.03, mask_blur 0.10): -0.030 / 0.125;
-- ``blend="feather"``: 0.081 / 0.159 and 3-5x faster, but it shows a colour edge where source and
-  target skin differ (a grey source), which "seamless" hides; relighting costs ~0.005 and
-  removes the source's own shadows.
+Expression is the target's: each eye keeps its lid shape (openness) and the mouth its lip gap
+and shape, moved to the source's eye corners and mouth width; lip thickness comes from the
+source; an open mouth shows the target's own teeth and gap. Identity therefore rests on texture
+and static proportions (eye spacing and size, nose, mouth width, lips, forehead).
+
+The defaults and their alternatives (forehead band, shape transfer, mirroring, blend, the old
+source-expression transfer) are measured by ``bench/calibrate_classical.py``: identity margins on
+t1.jpg with Tom Hanks as the source and mouth/eye-opening correlations on the sample clips, in
+docs/measurements/classical_swap.md. Where the swap is usable at all (head turn, pitch, face
+size) is declared in ``ClassicalSwapper.competence`` and enforced by ``swapline_core.guards``.
 
 Everything happens on a patch around the target face: cost scales with the face, not the frame,
 and nothing outside the returned mask is touched (the mask is exactly 0 outside the hull).
@@ -26,29 +26,44 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-from ..types import Face, SourceIdentity, as_rgb_uint8
+from ..faces.shape import MEAN68, MIRROR68
+from ..types import Competence, Face, SourceIdentity, as_rgb_uint8
 from ..interfaces import FaceSwapper
 from ..types import SwapPatch
 
 BLEND_MODES = ("seamless", "feather")
 MIRROR_MODES = ("auto", "never", "always")
 
-# Index permutation that maps dlib's 68 points onto themselves under a horizontal flip.
-_MIRROR68 = np.array(list(range(16, -1, -1)) + list(range(26, 16, -1)) + [27, 28, 29, 30]
-                     + [35, 34, 33, 32, 31] + [45, 44, 43, 42, 47, 46, 39, 38, 37, 36, 41, 40]
-                     + [54, 53, 52, 51, 50, 49, 48, 59, 58, 57, 56, 55] + [64, 63, 62, 61, 60]
-                     + [67, 66, 65])
+_MIRROR68 = MIRROR68
 _INNER = np.arange(27, 68)     # nose, eyes, mouth: moved by shape transfer; never on the hull
+_NOSE = np.arange(27, 36)
+# Features whose *placement* (corners: position, size, tilt) is identity and whose *shape inside
+# the corners* (lid and lip opening, smile) is expression: (points, corner a, corner b).
+_EYE_L, _EYE_R, _MOUTH = (np.arange(36, 42), 36, 39), (np.arange(42, 48), 42, 45), (np.arange(48, 68), 48, 54)
+_INNER_MOUTH = np.arange(60, 68)
+_OUTER_LIP = np.array([49, 50, 51, 52, 53, 55, 56, 57, 58, 59])
+_LIP_ANCHORS = ((60, 61), (61, 61), (62, 62), (63, 63), (63, 64), (64, 65), (65, 65), (66, 66), (67, 67), (67, 60))
 
 
 class ClassicalSwapper(FaceSwapper):
     name = "classical_delaunay"
     needs_landmarks = True
+    # Its own Lab transfer (capped gain), relighting and Poisson blend already put the target's
+    # colour in; a second, uncapped match at paste time turned a grey source's low-chroma skin
+    # into cyan and red blotches on the red-lit kling clip.
+    matches_color = True
+    # A frontal source warped by 2D triangles: past a three-quarter turn the far eye lands beside
+    # the nose (infinitetalk's man at 50-62 deg by the five points: visibly wrong; kling's
+    # 12-27 deg: fine; see docs/measurements/classical_swap.md). Pitch: the kling clip reaches
+    # 37 deg without artefacts; nothing steeper was available to measure. dlib's 68 points need
+    # eyes ~12 px apart (a ~35 px face) to land on the features at all.
+    competence = Competence(max_yaw=45.0, max_pitch=45.0, min_inter_ocular_px=12.0, needs_both_eyes=True,
+                            basis="measured on the sample clips and t1.jpg (bench/calibrate_classical.py)")
 
     def __init__(self, blend: str = "seamless", color_transfer: bool = True,
                  mask_erosion: float = 0.0, mask_feather: float = 0.04, margin: float = 0.12,
                  forehead: float = 0.3, shape_transfer: float = 1.0, relight: float = 0.25,
-                 mirror: str = "auto"):
+                 mirror: str = "auto", expression: bool = True):
         """Sizes are fractions of the face size (the larger side of the target landmarks' box),
         so results do not depend on resolution.
 
@@ -59,6 +74,9 @@ class ClassicalSwapper(FaceSwapper):
         shape_transfer: 0 keeps the target's feature positions, 1 uses the source's.
         relight: scale (of face size) below which shading comes from the target; 0 disables.
         mirror: flip the source when that brings its head turn closer to the target's.
+        expression: eye and mouth opening and the mouth's shape follow the target (only the
+            features' placement and size come from the source), and the mouth interior is the
+            target's own; False copies the source's expression (closed mouth on a talking face).
         """
         if blend not in BLEND_MODES:
             raise ValueError(f"blend must be one of {BLEND_MODES}, got {blend!r}")
@@ -70,6 +88,7 @@ class ClassicalSwapper(FaceSwapper):
         self.margin, self.forehead = float(margin), float(forehead)
         self.shape_transfer = float(np.clip(shape_transfer, 0.0, 1.0))
         self.relight = float(relight)
+        self.expression = bool(expression)
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
@@ -84,7 +103,7 @@ class ClassicalSwapper(FaceSwapper):
             p68 = _mirror68(src68, src_img.shape[1]) if flip else src68
             pts = _with_forehead(p68, self.forehead)
             img = np.ascontiguousarray(src_img[:, ::-1]) if flip else src_img
-            variants[flip] = (img, pts, delaunay(pts), yaw(p68))
+            variants[flip] = (img, pts, mesh(self.forehead), yaw(p68))
         out = []
         for image, image_faces in zip(images, faces):
             frame = as_rgb_uint8(image) if image_faces else None
@@ -103,7 +122,7 @@ class ClassicalSwapper(FaceSwapper):
         dst_pts = _with_forehead(dst68, self.forehead)
         hull_pts = cv2.convexHull(dst_pts.astype(np.float32)).reshape(-1, 2)
         if self.shape_transfer > 0:
-            dst_pts = _transfer_shape(src_pts, dst_pts, hull_pts, self.shape_transfer)
+            dst_pts = _transfer_shape(src_pts, dst_pts, hull_pts, self.shape_transfer, self.expression)
         h, w = frame.shape[:2]
         lo, hi = dst68.min(axis=0), dst68.max(axis=0)
         size = float(max(hi - lo))
@@ -113,7 +132,8 @@ class ClassicalSwapper(FaceSwapper):
         x1, y1 = int(min(w, np.ceil(hi[0] + pad))), int(min(h, np.ceil(hi[1] + pad)))
         if x1 - x0 < 2 or y1 - y0 < 2:
             return SwapPatch((0, 0, 0, 0), np.zeros((0, 0, 3), np.float32),
-                             np.zeros((0, 0), np.float32), {"skipped": "face outside the frame"})
+                             np.zeros((0, 0), np.float32),
+                             {"status": "skipped", "reason": "outside the frame: no pixels to paste"})
         patch = frame[y0:y1, x0:x1]
         origin = np.array([x0, y0], np.float32)
         warped, valid = _piecewise_affine(src_img, src_pts, dst_pts - origin, tris,
@@ -146,6 +166,10 @@ class ClassicalSwapper(FaceSwapper):
             warped = _relight(warped, patch_f, hard, self.relight * size)
         if self.blend == "seamless":
             warped = _seamless(warped, patch, inner)
+        if self.expression:
+            # Teeth, tongue and the dark of an open mouth are the target's (the source is usually
+            # a closed-mouth photo: its lips would be stretched over the gap).
+            warped = _target_mouth(warped, patch_f, dst68 - origin, dst_pts[:68] - origin, size)
         pixels = np.where(hard[..., None] > 0, warped, patch_f).astype(np.float32)
         info = {"blend": self.blend, "color_transfer": self.color_transfer,
                 "mirrored": bool(mirrored), "triangles": int(len(tris)),
@@ -226,20 +250,104 @@ def _similarity(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return np.hstack([a, (md - a @ ms)[:, None]])
 
 
-def _transfer_shape(src_pts, dst_pts, hull_pts, alpha) -> np.ndarray:
+def _transfer_shape(src_pts, dst_pts, hull_pts, alpha, expression: bool = True) -> np.ndarray:
     """Move the target's inner points toward the source's, after aligning the source shape to
     the target: identity lives in feature proportions as much as in texture. The hull points
-    stay, so the pasted area does not change; points that would leave the hull stay too."""
+    stay, so the pasted area does not change; points that would leave the hull stay too.
+
+    With ``expression`` only static proportions come from the source: the nose, each eye's
+    corners (spacing, size, tilt) and the mouth's width. Each eye keeps the target's lid shape,
+    carried along by the similarity that moves its corners, so openness (height over width)
+    follows the target; the mouth keeps the target's centre and every vertical distance (the
+    opening, lip shape) and is only stretched along its corner axis to the source's width, so
+    the target's mouth interior stays where the target has it.
+    """
     src, dst = src_pts.astype(np.float64), dst_pts.astype(np.float64)
     m = _similarity(src, dst)
     aligned = src @ m[:, :2].T + m[:, 2]
     out = dst.copy()
-    out[_INNER] += alpha * (aligned[_INNER] - dst[_INNER])
+    if not expression:
+        out[_INNER] += alpha * (aligned[_INNER] - dst[_INNER])
+    else:
+        out[_NOSE] += alpha * (aligned[_NOSE] - dst[_NOSE])
+        for idx, a, b in (_EYE_L, _EYE_R):
+            corners = dst[[a, b]] + alpha * (aligned[[a, b]] - dst[[a, b]])
+            e = _similarity(dst[[a, b]], corners)
+            out[idx] = dst[idx] @ e[:, :2].T + e[:, 2]
+        t = _mouth_stretch(dst, aligned, alpha)
+        out[_MOUTH[0]] = dst[_MOUTH[0]] @ t[:, :2].T + t[:, 2]
+        # Lip thickness and outline (the cupid's bow) are the source's: each outer lip point sits
+        # at its inner-lip anchor plus the source's inner-to-outer offset.
+        anchor_out, anchor_src, anchor_dst = (_lip_anchors(p) for p in (out, aligned, dst))
+        offset = alpha * (aligned[_OUTER_LIP] - anchor_src) + (1 - alpha) * (dst[_OUTER_LIP] - anchor_dst)
+        out[_OUTER_LIP] = anchor_out + offset
     contour = hull_pts.reshape(-1, 1, 2).astype(np.float32)
     for i in _INNER:
         if cv2.pointPolygonTest(contour, (float(out[i, 0]), float(out[i, 1])), False) < 0:
             out[i] = dst[i]
     return out.astype(np.float32)
+
+
+def _lip_anchors(pts: np.ndarray) -> np.ndarray:
+    """Points on the inner lip contour facing each outer lip point (49-53, 55-59)."""
+    return np.stack([(pts[a] + pts[b]) / 2 for a, b in _LIP_ANCHORS])
+
+
+def _mouth_stretch(dst: np.ndarray, aligned: np.ndarray, alpha: float) -> np.ndarray:
+    """2x3 affine stretching the target's mouth along its corner axis, about the corners'
+    midpoint, to the (aligned) source's mouth width; perpendicular distances are unchanged."""
+    _, a, b = _MOUTH
+    axis = dst[b] - dst[a]
+    width = max(float(np.linalg.norm(axis)), 1e-6)
+    u = axis / width
+    ratio = float(np.linalg.norm(aligned[b] - aligned[a])) / width
+    # A face whose mouth is squeezed by a turn can give absurd ratios: stay near the target's.
+    ratio = 1.0 + alpha * (float(np.clip(ratio, 0.75, 1.33)) - 1.0)
+    lin = np.eye(2) + (ratio - 1.0) * np.outer(u, u)
+    c = (dst[a] + dst[b]) / 2
+    return np.hstack([lin, (c - lin @ c)[:, None]])
+
+
+def _target_mouth(warped, patch, dst68, moved68, size: float) -> np.ndarray:
+    """Paint the target's mouth interior (inside the inner lip contour, points 60-67) into
+    ``warped`` where the moved mouth has it: the target patch goes through the same stretch that
+    moved its lips, so teeth stay between the lips they belong to."""
+    inner = np.rint(moved68[_INNER_MOUTH]).astype(np.int32)
+    m = np.zeros(warped.shape[:2], np.uint8)
+    cv2.fillPoly(m, [inner], 1)
+    if m.sum() < 4:                      # closed mouth: nothing between the lips
+        return warped
+    t = cv2.estimateAffine2D(dst68[48:68].astype(np.float32), moved68[48:68].astype(np.float32))[0]
+    src = patch if t is None else cv2.warpAffine(patch, t, warped.shape[1::-1], flags=cv2.INTER_LINEAR,
+                                                 borderMode=cv2.BORDER_REPLICATE)
+    # dlib's inner contour often runs on the lip itself (lipstick would show as a rim inside the
+    # source's lips): keep only the part well inside it, with a soft edge.
+    e = round(0.015 * size)
+    core = cv2.erode(m, np.ones((2 * e + 1, 2 * e + 1), np.uint8)) if e > 0 else m
+    if core.sum() < 4:
+        return warped
+    sigma = max(0.5, 0.008 * size)
+    soft = cv2.GaussianBlur(core.astype(np.float32), (0, 0), sigma) * m
+    soft = soft[..., None]
+    return warped * (1 - soft) + src * soft
+
+
+def mesh(forehead: float) -> np.ndarray:
+    """The fixed triangulation used for every face: Delaunay on the mean shape with the mouth and
+    eyes held open, so the inner lip contour and the lid contours are triangle edges and an
+    opening on the target maps to the (possibly closed) source without folding the lips."""
+    key = round(float(forehead), 6)
+    if key not in _MESHES:
+        ref = MEAN68.astype(np.float64).copy()
+        ref[[61, 62, 63], 1] -= 0.06
+        ref[[65, 66, 67], 1] += 0.08
+        ref[[37, 38, 43, 44], 1] -= 0.04
+        ref[[40, 41, 46, 47], 1] += 0.04
+        _MESHES[key] = delaunay(_with_forehead(ref.astype(np.float32), forehead))
+    return _MESHES[key]
+
+
+_MESHES: dict[float, np.ndarray] = {}
 
 
 def _piecewise_affine(src_img, src_pts, dst_pts, tris, shape):

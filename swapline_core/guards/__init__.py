@@ -1,19 +1,68 @@
 """Guards: decide per face whether a swap can be done well, before anything is pasted.
 
-Scaffold: the plausibility and competence checks land here (issue 13, items 4-5)."""
+Each check returns None or a reason ``"<category>: <detail>"``; the first reason wins. The
+category (before the colon) is what reports count (``reason_category``):
+- competence (``competence.py``): too small, head turned / pitched, eye hidden, against the
+  limits the swapper declares (``FaceSwapper.competence``, optionally tightened here);
+- plausibility (``plausibility.py``): implausible landmarks, track jump, no skin.
+A refused face is left untouched; ``swap.chunk`` records ``{"status": "skipped", "reason": ...}``.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from . import competence as _competence
+from . import plausibility as _plaus
 
 
 @dataclass(frozen=True)
 class GuardOptions:
     enabled: bool = True
+    max_yaw: float = 0.0                  # 0: the swapper's own limit; else the lower of the two
+    max_pitch: float = 0.0
+    max_shape_residual: float = 0.45      # mean-face units; 0 disables
+    min_skin: float = 0.2                 # share of the paste region; 0 disables
+    track_window: int = 6                 # frames each side compared against; 0 disables
+    max_size_ratio: float = 1.5
+    max_shift: float = 0.6                # in face sizes, against the track's interpolation
 
     def to_json(self) -> dict:
-        return {"enabled": self.enabled}
+        return {"enabled": self.enabled, "max_yaw": self.max_yaw, "max_pitch": self.max_pitch,
+                "max_shape_residual": self.max_shape_residual, "min_skin": self.min_skin,
+                "track_window": self.track_window, "max_size_ratio": self.max_size_ratio,
+                "max_shift": self.max_shift}
+
+
+def reason_category(reason: str) -> str:
+    return reason.split(":", 1)[0].strip() or "unknown"
+
+
+def competence_for(swapper, opts: GuardOptions):
+    comp = getattr(swapper, "competence", None) or _competence.Competence()
+    changes = {}
+    if opts.max_yaw > 0:
+        changes["max_yaw"] = min(comp.max_yaw, opts.max_yaw)
+    if opts.max_pitch > 0:
+        changes["max_pitch"] = min(comp.max_pitch, opts.max_pitch)
+    return replace(comp, **changes) if changes else comp
+
+
+def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: int | None = None) -> str | None:
+    """The reason ``face`` must not be swapped, or None."""
+    who = getattr(swapper, "name", "this")
+    return (_plaus.geometry(face, frame.shape)
+            or _plaus.shape(face, opts.max_shape_residual)
+            or _plaus.track_jump(face, index, context, opts.track_window, opts.max_size_ratio, opts.max_shift)
+            or _competence.check(face, competence_for(swapper, opts), who)
+            or _plaus.skin(frame, face, opts.min_skin))
 
 
 def screen(swapper, frames, faces, opts: GuardOptions, context=None) -> list[list[str | None]]:
-    """Per frame, per face: None (swap it) or the reason it is left untouched."""
-    return [[None for _ in fs] for fs in faces]
+    """Per frame, per face: None (swap it) or the reason it is left untouched. ``context``
+    (a ClipContext) adds the track-history checks; frame k of the chunk is clip frame
+    ``context.first_index + k``."""
+    if not opts.enabled:
+        return [[None for _ in fs] for fs in faces]
+    first = 0 if context is None else context.first_index
+    return [[check_face(swapper, frame, f, opts, context, None if context is None else first + k) for f in fs]
+            for k, (frame, fs) in enumerate(zip(frames, faces))]

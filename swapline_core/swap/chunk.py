@@ -69,7 +69,8 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     accepted = [[f for f, v in zip(fs, vs) if v is None] for fs, vs in zip(faces, verdicts)]
     patches = _timed(t, "swap", swapper.swap, frames, accepted, source)
     patches = _timed(t, "masks", refine_masks, frames, accepted, patches, opts.masks, context)
-    out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=opts.color_match) if ps else f
+    color = opts.color_match and not getattr(swapper, "matches_color", False)
+    out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=color) if ps else f
                                       for f, ps in zip(frames, patches)])
     records = []
     for fs, vs, ps in zip(faces, verdicts, patches):

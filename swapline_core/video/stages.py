@@ -18,6 +18,7 @@ import numpy as np
 
 from ..backends.cache import loaded_model_files
 from .store import ChunkStore, faces_key, model_stamp, stage_key
+from ..guards import reason_category
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
 from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
@@ -159,11 +160,13 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
 
 
 def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: dict, store_root: str,
-                 hooks: Hooks, compute) -> tuple[ChunkStore, StageReport]:
+                 hooks: Hooks, compute, on_records=None) -> tuple[ChunkStore, StageReport]:
     """The loop shared by stages that paste patches: resume, decode, compute, store the layer.
 
     ``compute(frames, chunk_faces, report, first_index)`` returns (patches per frame, resulting
-    frames); ``first_index`` is the clip index of the chunk's first frame.
+    frames) or (patches, frames, records); ``first_index`` is the clip index of the chunk's first
+    frame. Records (JSON: per frame, per face) are stored with the chunk, and ``on_records(first_index,
+    records)`` sees them for computed and resumed chunks alike, so a resumed run reports the same.
     """
     if len(faces.frames) != seq.count:
         raise ValueError(f"the faces cover {len(faces.frames)} frames but the clip has {seq.count}: "
@@ -173,6 +176,10 @@ def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: 
     first_missing = next((c for c in range(seq.n_chunks) if not store.has(c)), seq.n_chunks)
     report.chunks_resumed = first_missing
     for c in range(first_missing):
+        if on_records is not None:
+            stored = store.load(c).get("records")
+            if stored is not None:
+                on_records(seq.chunk_range(c).start, json.loads(stored.tobytes()))
         hooks.progress(len(seq.chunk_range(c)))
     if first_missing < seq.n_chunks:
         t_dec = time.perf_counter()
@@ -181,9 +188,14 @@ def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: 
             if not store.has(c):
                 hooks.check_interrupt()
                 chunk_faces = [[f.copy() for f in faces.frames[i].faces] for i in seq.chunk_range(c)]
-                patches, results = compute(frames, chunk_faces, report, seq.chunk_range(c).start)
+                patches, results, *rest = compute(frames, chunk_faces, report, seq.chunk_range(c).start)
                 t0 = time.perf_counter()
-                store.save(c, encode_layer_chunk(frames, results, patches))
+                arrays = encode_layer_chunk(frames, results, patches)
+                if rest:
+                    arrays["records"] = np.frombuffer(json.dumps(rest[0]).encode(), np.uint8)
+                    if on_records is not None:
+                        on_records(seq.chunk_range(c).start, rest[0])
+                store.save(c, arrays)
                 report.seconds["store"] += time.perf_counter() - t0
             hooks.progress(len(frames))
             t_dec = time.perf_counter()
@@ -202,25 +214,36 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
                 opts: SwapOptions | None = None) -> tuple[FrameSequence, StageReport]:
     """Swap the tracked faces of every frame; returns the sequence with a swap layer added.
 
-    Faces the guards refuse are left untouched; ``report.extra["skipped"]`` counts them by reason.
+    Faces the guards refuse are left untouched; ``report.extra["skipped"]`` counts them by reason
+    category (e.g. "head turned", "track jump"; the full reasons are in each face's record), and
+    ``report.extra["skipped_frames"]`` lists, per category, the clip frames that had one.
     """
     opts = opts or SwapOptions()
     key = stage_key("swap", seq.key, faces_key(faces), stage_key(source.embedding.round(5).tolist()),
                     swapper.name, model_stamp(swapper), opts.to_json(), getattr(swapper, "settings", None))
     skipped: dict[str, int] = defaultdict(int)
+    skipped_frames: dict[str, set] = defaultdict(set)
+
+    def count(first, records):
+        for k, row in enumerate(records):
+            for rec in row:
+                if rec.get("status") == "skipped":
+                    cat = reason_category(rec.get("reason", "unknown"))
+                    skipped[cat] += 1
+                    skipped_frames[cat].add(first + k)
 
     def compute(frames, chunk_faces, report, first):
         ctx = ClipContext(faces, first, tuple(faces.cuts))
         res = swap_chunk(swapper, analyzer, frames, chunk_faces, source, opts, context=ctx, timings=report.seconds)
-        for row in res.records:
-            for rec in row:
-                if rec.get("status") == "skipped":
-                    skipped[rec.get("reason", "unknown")] += 1
-        return res.patches, res.frames
+        # Only what reports need: the patch info (hulls, sizes) stays out of the stored chunk.
+        slim = [[{k: v for k, v in rec.items() if k in ("status", "reason", "track_id", "bbox")} for rec in row]
+                for row in res.records]
+        return res.patches, res.frames, slim
 
     store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, **opts.to_json()},
-                                 store_root, hooks, compute)
+                                 store_root, hooks, compute, on_records=count)
     report.extra["skipped"] = dict(skipped)
+    report.extra["skipped_frames"] = {k: sorted(v) for k, v in skipped_frames.items()}
     # the hashes recorded at load time: provenance names the weights that ran, not today's files
     models = tuple(loaded_model_files(swapper)) + tuple(loaded_model_files(faces.analyzer) if faces.analyzer else ())
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report

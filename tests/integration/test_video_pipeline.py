@@ -59,6 +59,10 @@ def test_builtin_video_swap_workflow(comfy):
     a, b = decode(CLIP), decode(out)
     diffs = [np.abs(x.astype(int) - y).mean() for x, y in zip(a, b)]
     assert np.median(diffs) > 1.0, "the video does not look swapped"
+    # guards: refused faces are counted by reason category, with the frames they were on
+    swap = next(d["swapline_swap"][0] for d in hist["outputs"].values() if "swapline_swap" in d)
+    assert isinstance(swap["skipped"], dict) and set(swap["skipped"]) == set(swap["skipped_frames"]), swap
+    assert sum(swap["skipped"].values()) < 0.1 * src.frame_count, swap      # a frontal talking clip
 
     # QA gate: a report per frame, written next to the outputs, and the built-in swap passes
     qa = next(d["swapline_qa"][0] for d in hist["outputs"].values() if "swapline_qa" in d)

@@ -278,10 +278,11 @@ def test_swap_moves_identity_to_the_source_and_stays_detectable(analyzer, t1_fac
         print(f"  face {i}: {before:.3f} | {to_src:.3f} | {to_tgt:.3f} | {score:.3f}")
     margins = np.array([to_tgt - to_src for _, to_src, to_tgt, _ in rows])
     print(f"  margins {np.round(margins, 3).tolist()}, mean {margins.mean():.3f}")
-    # Every face ends up nearer the source than the person it was; on average clearly so
-    # (measured: margins 0.086-0.241, mean 0.148).
-    assert margins.min() > 0.04
-    assert margins.mean() > 0.1
+    # Every face ends up nearer the source than the person it was. Keeping the target's expression
+    # (mouth and lid shape) costs some identity: measured min 0.028, mean 0.087 (with the source's
+    # expression: 0.070 / 0.152); docs/measurements/classical_swap.md.
+    assert margins.min() > 0.0
+    assert margins.mean() > 0.06
     # ...and much nearer the source than before the swap (was 0.52-0.57 away).
     assert all(to_src < before - 0.1 for before, to_src, _, _ in rows)
 

@@ -1,0 +1,45 @@
+"""Is a face within what the swapper declares it can do (``FaceSwapper.competence``)?"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..types import Competence
+from .pose import five_from_68, head_pose
+
+
+def pose_of(face) -> tuple[float, float]:
+    """(|yaw|, |pitch|): the larger of the five-point and the 68-point estimate when both exist.
+    Detectors under-read turns on their own (on a profile MTCNN guesses the hidden eye, dlib's
+    jaw collapses), so the more turned reading is the safer one."""
+    yaw, pitch, _ = head_pose(face.kps)
+    yaws, pitches = [abs(yaw)], [abs(pitch)]
+    if face.landmarks is not None:
+        y68, p68, _ = head_pose(five_from_68(face.landmarks))
+        yaws.append(abs(y68))
+        pitches.append(abs(p68))
+    return float(np.nanmax(yaws)), float(np.nanmax(pitches))
+
+
+def nose_between_eyes(kps: np.ndarray, margin: float = 0.05) -> float:
+    """Position of the nose tip along the eye line, 0 at one eye and 1 at the other; outside
+    [-margin, 1 + margin] the far eye is behind the nose."""
+    k = np.asarray(kps, np.float64)
+    axis = k[1] - k[0]
+    return float(np.dot(k[2] - k[0], axis) / max(float(np.dot(axis, axis)), 1e-9))
+
+
+def check(face, comp: Competence, who: str) -> str | None:
+    io = float(np.linalg.norm(np.asarray(face.kps[1]) - np.asarray(face.kps[0])))
+    if io < comp.min_inter_ocular_px:
+        return (f"too small: eyes {io:.0f} px apart, the {who} swapper needs at least "
+                f"{comp.min_inter_ocular_px:.0f} px")
+    yaw, pitch = pose_of(face)
+    if not np.isfinite(yaw) or yaw > comp.max_yaw:
+        return f"head turned: yaw {yaw:.1f} deg beyond the {who} swapper's {comp.max_yaw:.0f} deg"
+    if pitch > comp.max_pitch:
+        return f"head pitched: pitch {pitch:.1f} deg beyond the {who} swapper's {comp.max_pitch:.0f} deg"
+    if comp.needs_both_eyes:
+        t = nose_between_eyes(face.kps)
+        if not -0.05 <= t <= 1.05:
+            return f"eye hidden: the nose covers the far eye (nose at {t:.2f} of the eye line), which the {who} swapper needs"
+    return None

@@ -1,0 +1,53 @@
+"""The video swap stage with guards: a glitched giant face in a tracked clip is left untouched,
+counted by reason in the stage report, and a resumed run reports the same."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO))
+
+from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+from swapline_core.backends.classical import ClassicalSwapper
+from swapline_core.faces import identity as face_model
+from swapline_core.video import stages
+from swapline_core.video.frames import FrameSequence
+
+CLIP = REPO / "assets" / "samples" / "kling_avatar_clip.mp4"
+SOURCE = REPO / "assets" / "samples" / "source_face.png"
+GLITCH = 20
+
+
+def test_giant_face_in_a_tracked_clip_is_skipped_counted_and_resumed_alike(tmp_path):
+    an = BuiltinAnalyzer()
+    img = np.array(Image.open(SOURCE).convert("RGB"))
+    face = max(an.detect([img])[0], key=lambda f: f.area)
+    an.embed([img], [[face]])
+    an.landmarks68([img], [[face]])
+    source = face_model.build([img], [face], an.recognizer_name)
+    seq = FrameSequence.open(str(CLIP), chunk=16)
+    faces, _ = stages.track_faces(seq, an, str(tmp_path), stages.Hooks(), mode="largest")
+    # The dance-clip failure: one frame's detection several times too large, off the face.
+    f = faces.frames[GLITCH].faces[0]
+    c = (f.bbox[:2] + f.bbox[2:]) / 2
+    shift = np.array([0.0, 0.6 * (f.bbox[3] - f.bbox[1])], np.float32)
+    faces.frames[GLITCH].faces[0] = f.copy(bbox=np.concatenate([(f.bbox[:2] - c) * 4 + c, (f.bbox[2:] - c) * 4 + c]) + np.tile(shift, 2),
+                                           kps=(f.kps - c) * 4 + c + shift)
+    out, report = stages.swap_frames(seq, faces, source, ClassicalSwapper(), an, str(tmp_path), stages.Hooks())
+    assert report.extra["skipped"].get("track jump") == 1, report.extra
+    assert report.extra["skipped_frames"]["track jump"] == [GLITCH]
+    before = seq.read_chunk(GLITCH // 16)
+    after = out.read_chunk(GLITCH // 16)
+    k = GLITCH % 16
+    assert np.array_equal(before[k], after[k])                       # untouched
+    assert not np.array_equal(before[k - 1], after[k - 1])           # its neighbours are swapped
+    assert sum(report.extra["skipped"].values()) <= 3, report.extra  # a frontal clip: little else refused
+
+    _, again = stages.swap_frames(seq, faces, source, ClassicalSwapper(), an, str(tmp_path), stages.Hooks())
+    assert again.chunks_resumed == again.chunks_total
+    assert again.extra["skipped"] == report.extra["skipped"]
+    assert again.extra["skipped_frames"] == report.extra["skipped_frames"]
