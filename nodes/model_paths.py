@@ -16,11 +16,13 @@ from ..swapline_core.errors import MissingModelError
 INSIGHTFACE = "insightface"
 FACERESTORE = "facerestore_models"
 FACE_MODELS = "swapline_faces"
+FACEMASK = "facemask"            # XSeg occluders and BiSeNet face parsers (FaceFusion's ONNX files)
 
 _FOLDERS = {
     INSIGHTFACE: ("insightface", {".onnx"}),
     FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt"}),
     FACE_MODELS: (os.path.join("swapline", "faces"), {".safetensors"}),
+    FACEMASK: ("facemask", {".onnx"}),
 }
 
 

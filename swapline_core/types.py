@@ -127,6 +127,7 @@ class SwapPatch:
     pixels: np.ndarray                    # (h, w, 3) float32 in 0..255
     mask: np.ndarray                      # (h, w) float32 in 0..1; 0 leaves the frame untouched
     info: dict = field(default_factory=dict)
+    layers: dict = field(default_factory=dict)   # mask-stack parts (name -> (h, w) "may swap"), for previews
 
 
 @dataclass

@@ -26,11 +26,12 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
     """Test models folder: synthetic stand-ins under the same names users' real files have."""
-    from synthetic_models import build_models
+    from synthetic_models import build_mask_models, build_models
     from synthetic_sd import build_sd_models
 
     d = tmp_path_factory.mktemp("models")
     build_models(d)
+    build_mask_models(d)        # XSeg occluder and BiSeNet parser (models/facemask)
     build_sd_models(d)          # SD1.5 checkpoint, VAE and ControlNet for the face refine workflow
     return d
 
