@@ -138,3 +138,4 @@ class ClipContext:
     faces: FaceSet | None = None
     first_index: int = 0
     cuts: tuple[int, ...] = ()            # clip indices where a new shot starts
+    read_frames: object = None            # callable(clip indices) -> frames, for pre-/post-roll

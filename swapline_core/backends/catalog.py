@@ -11,7 +11,8 @@ INSIGHTFACE = "insightface"
 ANALYSIS_PACKS = "insightface/models"
 FACERESTORE = "facerestore_models"
 FACE_MODELS = "swapline/faces"
-MODEL_FOLDERS = (INSIGHTFACE, ANALYSIS_PACKS, FACERESTORE, FACE_MODELS)
+FACEMASK = "facemask"          # FaceFusion's occluder / face parser ONNX files (mask stack)
+MODEL_FOLDERS = (INSIGHTFACE, ANALYSIS_PACKS, FACERESTORE, FACE_MODELS, FACEMASK)
 
 
 @dataclass(frozen=True)
@@ -54,4 +55,12 @@ KNOWN_MODELS = (
     KnownModel(FACERESTORE, "GFPGANv1.3.pth", "GFPGAN v1.3 face restorer", "Apache-2.0 (TencentARC)",
                "github.com/TencentARC/GFPGAN releases", 348632874,
                "c953a88f2727c85c3d9ae72e2bd4846bbaf59fe6972ad94130e23e7017524a70"),
+    # Mask stack models, the files FaceFusion users already have (its .assets/models). FaceFusion
+    # publishes CRC32 .hash files, not sha256, and no sizes: both left unset rather than guessed.
+    *(KnownModel(FACEMASK, f"xseg_{k}.onnx", "XSeg face occluder (256 px, optional)",
+                 "GPL-3.0 (DeepFaceLab)", "FaceFusion model assets (facefusion-assets releases, "
+                 f"models-{'3.2.0' if k == 3 else '3.1.0'})") for k in (1, 2, 3)),
+    *(KnownModel(FACEMASK, f"bisenet_resnet_{d}.onnx", "BiSeNet face parser (512 px, optional)",
+                 "MIT (yakhyo/face-parsing)", "FaceFusion model assets (facefusion-assets releases, "
+                 f"models-{'3.0.0' if d == 34 else '3.1.0'})") for d in (18, 34)),
 )

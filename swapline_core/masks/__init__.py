@@ -6,20 +6,18 @@ with the swapper's own feathered box/hull mask (``stack.combine``):
 - region: the BiSeNet face parser's chosen regions;
 - area: hulls of landmark areas (upper face, lower face, mouth);
 - mouth: the target's open mouth interior stays (``mouth``).
-Occlusion and region maps are smoothed along each track (``temporal``). Each patch keeps its
+Occlusion evidence is smoothed along each track (``temporal``), with a pre-/post-roll read
+through the clip context so a chunk's masks do not depend on chunking or resume. Each patch keeps its
 parts in ``patch.layers`` for previews and a JSON summary in ``patch.info["masks"]``.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
 from ..types import Face, SwapPatch
-from . import mouth as mouth_mod
-from . import occlusion as occ
-from . import temporal
+from . import builtin, temporal
 from .region import area_part, model_parts
 from .stack import (
     AREAS,
@@ -44,7 +42,6 @@ __all__ = [
     "parse_list",
     "refine_masks",
 ]
-MAX_SAMPLES = 20000        # skin pixels per track used for the colour fit
 
 
 def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
@@ -58,12 +55,19 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     first = getattr(context, "first_index", 0) if context is not None else 0
     cuts = tuple(getattr(context, "cuts", ()) or ()) if context is not None else ()
 
-    # Occluders and regions follow the image: smoothed along the track (decisions and maps).
-    keys = [None if it.face.track_id is None or context is None else it.face.track_id for it in items]
-    groups = temporal.neighbours(keys, [it.i for it in items], opts.temporal,
-                                 lambda fi: sum(1 for c in cuts if c <= first + fi))
+    def shot_of(clip_index: int) -> int:
+        return sum(1 for c in cuts if c <= clip_index)
+
+    def key_of(face: Face):
+        return None if face.track_id is None or context is None else int(face.track_id)
+
     if opts.builtin_occlusion or opts.mouth != "off":
-        _builtin(frames, items, opts, groups)
+        r = opts.temporal
+        views, pool = _skin_views(frames, items, context, first, 2 * r, key_of)
+        # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
+        near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
+        builtin.fit_views(near, pool, r, shot_of)
+        builtin.apply(items, views, pool, opts, r, shot_of)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
         if a is not None:
@@ -71,20 +75,24 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     mparts, minfo = model_parts(frames, [(it.i, it.face, it.patch) for it in items], opts)
     for it, mp in zip(items, mparts):
         it.parts.update(mp)
-
-    # The mouth follows per-frame landmarks: a window of one frame either side removes their
-    # jitter without lagging behind speech.
-    short = temporal.neighbours(keys, [it.i for it in items], min(opts.temporal, 1),
-                                lambda fi: sum(1 for c in cuts if c <= first + fi))
-    # (the built-in occlusion was decided on track-smoothed skin distances already)
-    for name in ("occlusion_model", "region", "mouth"):
-        maps = [it.parts.get(name) for it in items]
-        if any(m is not None for m in maps):
-            smoothed = temporal.smooth(maps, [it.origin for it in items], [it.face.kps for it in items],
-                                       short if name == "mouth" else groups)
-            for it, m in zip(items, smoothed):
-                if m is not None:
-                    it.parts[name] = m
+    # Model maps are smoothed within the chunk (a resumed chunk is the same chunk; the chunk
+    # size, unlike for the built-in occluder, changes them at chunk edges).
+    mats = [temporal.patch_affine(it.origin) for it in items]
+    for name in ("occlusion_model", "region"):
+        if not any(name in it.parts for it in items):
+            continue
+        keys, idx = [key_of(it.face) for it in items], [it.i for it in items]
+        new = []
+        for a, it in enumerate(items):
+            own = it.parts.get(name)
+            group = temporal.window(keys[a], idx[a], keys, idx, opts.temporal, lambda i: shot_of(first + i))
+            others = [temporal.warp_between(items[b].parts[name], mats[b], items[b].face.kps, own.shape, mats[a],
+                                            it.face.kps) for b in group if b != a and name in items[b].parts] \
+                if own is not None else []
+            new.append(None if own is None else temporal.median(own, others))
+        for it, m in zip(items, new):
+            if m is not None:
+                it.parts[name] = m
 
     for it in items:
         p = it.patch
@@ -99,6 +107,40 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
         p.info["masks"] = {"cut_fraction": summary, **it.info, **minfo}
         p.layers = dict(it.parts)
     return patches
+
+
+def _skin_views(frames, items, context, first: int, radius: int, key_of):
+    """Skin views of the chunk's faces plus, for video, those of the same tracks in the
+    +-radius frames around the chunk (read through the context): the pool the temporal fits
+    and medians draw on. Every view depends on its own frame only."""
+    faceset = getattr(context, "faces", None)
+    reader = getattr(context, "read_frames", None)
+    analyzer = getattr(faceset, "analyzer", None)
+    # Landmarks locate the skin samples better than five points (glasses frames sit right under
+    # the eyes), but every view must be made the same way, roll frames included.
+    use_lm = all(it.lm is not None for it in items)
+    roll_lm = use_lm and analyzer is not None and getattr(analyzer, "supports_landmarks", False)
+    views = [builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
+                               it.face.landmarks if use_lm else None) for it in items]
+    pool = list(views)
+    keys = {v.key for v in views if v.key is not None}
+    if not keys or radius <= 0 or faceset is None or reader is None or (use_lm and not roll_lm):
+        return views, pool
+    total = len(faceset.frames)
+    lo, hi = max(0, first - radius), min(total, first + len(frames) + radius)
+    roll = [i for i in range(lo, hi) if not first <= i < first + len(frames)
+            and any(key_of(f) in keys for f in faceset.frames[i].faces)]
+    if roll:
+        imgs = reader(roll)
+        rfaces = [[f.copy() for f in faceset.frames[i].faces if key_of(f) in keys] for i in roll]
+        if use_lm:
+            missing = [[f for f in fs if f.landmarks is None] for fs in rfaces]
+            if any(missing):
+                analyzer.landmarks68(imgs, missing)
+        for i, img, fs in zip(roll, imgs, rfaces):
+            for f in fs:
+                pool.append(builtin.skin_view(img, f.bbox, f.kps, i, key_of(f), f.landmarks if use_lm else None))
+    return views, pool
 
 
 class _Item:
@@ -131,63 +173,3 @@ def _pairs(fs: Sequence[Face], ps: Sequence[SwapPatch]):
                     pairs.append((f, p))
                     break
     return [(f, p) for f, p in pairs if p.mask.size and p.mask.any()]
-
-
-def _builtin(frames, items: list[_Item], opts: MaskOptions, groups) -> None:
-    """The built-in occluder and the mouth part: fit the skin colour per track, then cut.
-    The skin distance is a median along the track before any decision: a still face must not
-    flip blobs in and out of "occluder" with sensor noise."""
-    work = []
-    for it in items:
-        x0, y0, x1, y1 = it.patch.region
-        s = occ.work_scale(it.size)
-        sub = frames[it.i][y0:y1, x0:x1]
-        shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
-        small = cv2.resize(sub, shape[::-1], interpolation=cv2.INTER_AREA) if s < 1 else sub
-        lm = None if it.lm is None else it.lm * s
-        kps = it.kps * s
-        inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
-        lab = occ.lab(small)
-        work.append((s, lab, lm, kps, inside))
-    # One colour model per track (per face for stills), pooled over the chunk's frames.
-    pools: dict = {}
-    for k, (it, (s, lab, lm, kps, inside)) in enumerate(zip(items, work)):
-        key = ("t", it.face.track_id) if it.face.track_id is not None else ("f", k)
-        pools.setdefault(key, []).append(lab[occ.skin_sample_mask(inside.shape, lm, kps) & inside])
-    models = {}
-    rng = np.random.default_rng(0)           # fixed: the same chunk always gives the same fit
-    for key, chunks in pools.items():
-        x = np.concatenate(chunks)
-        if len(x) > MAX_SAMPLES:
-            x = x[rng.choice(len(x), MAX_SAMPLES, replace=False)]
-        models[key] = occ.fit_skin(x)
-    d2s = []
-    for k, (it, (s, lab, lm, kps, inside)) in enumerate(zip(items, work)):
-        model = models[("t", it.face.track_id) if it.face.track_id is not None else ("f", k)]
-        d2s.append(None if model is None else model.distance2(lab.reshape(-1, 3)).reshape(inside.shape))
-    d2s = temporal.smooth(d2s, [it.origin for it in items], [it.face.kps for it in items], groups,
-                          [w[0] for w in work])
-    for k, (it, (s, lab, lm, kps, inside)) in enumerate(zip(items, work)):
-        model = models[("t", it.face.track_id) if it.face.track_id is not None else ("f", k)]
-        if model is None:
-            it.info["occlusion"] = "too little visible skin to fit a colour model"
-            continue
-        it.info["skin"] = model.to_json()
-        if opts.builtin_occlusion:
-            zones = occ.feature_zones(inside.shape, lm, kps)
-            hard = occ.occluder_mask(d2s[k], inside, zones, opts.occlusion_sensitivity)
-            full = _up(hard, it.shape)
-            it.parts["occlusion"] = occ.soften(full, opts.erode * it.size, max(opts.blur * it.size, 1.0))
-        if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
-            nonskin = None if it.lm is not None else _up(d2s[k] > 16.0, it.shape)
-            keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
-                                             opts.mouth_lower_lip, nonskin)
-            it.info.update(info)
-            if info["mouth_open"]:
-                it.parts["mouth"] = keep
-
-
-def _up(hard: np.ndarray, shape) -> np.ndarray:
-    if hard.shape == tuple(shape):
-        return hard
-    return cv2.resize(hard.astype(np.float32), (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR) > 0.5

@@ -58,11 +58,15 @@ def skin_sample_mask(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndar
             c = p.mean(axis=0)
             cv2.fillPoly(m, [np.rint(c + 0.6 * (p - c)).astype(np.int32)], 1)
     else:
+        # Five points: discs on both cheeks (below the eye, outside the mouth corner line) and
+        # the nose ridge, sized by the eye distance.
         iod = max(float(np.linalg.norm(kps[1] - kps[0])), 1.0)
         for eye, corner in ((kps[0], kps[3]), (kps[1], kps[4])):
-            c = eye + 0.55 * (corner - eye) + (eye - kps[2]) * np.array([0.5, 0.0])
-            cv2.circle(m, tuple(int(v) for v in np.rint(c)), max(1, int(0.14 * iod)), 1, -1)
-        cv2.circle(m, tuple(int(v) for v in np.rint(kps[2])), max(1, int(0.08 * iod)), 1, -1)
+            c = eye + 0.62 * (corner - eye) + 0.35 * (eye - kps[2]) * np.array([1.0, 0.0])
+            cv2.circle(m, tuple(int(v) for v in np.rint(c)), max(1, int(0.16 * iod)), 1, -1)
+        bridge = (kps[0] + kps[1]) / 2
+        cv2.line(m, tuple(int(v) for v in np.rint(bridge + 0.35 * (kps[2] - bridge))),
+                 tuple(int(v) for v in np.rint(kps[2])), 1, max(1, int(0.12 * iod)))
     return m.astype(bool)
 
 
@@ -76,7 +80,7 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
     k = components if len(x) >= 60 * components else 1
     centres = np.percentile(x, np.linspace(25, 75, k), axis=0) if k > 1 else np.median(x, axis=0)[None]
     w = np.array([0.5, 1.0, 1.0])             # lightness counts less when splitting
-    for _ in range(10):
+    for _ in range(6):
         lab_ = np.argmin((((x[:, None, :] - centres[None]) * w) ** 2).sum(-1), axis=1)
         centres = np.array([x[lab_ == j].mean(0) if (lab_ == j).any() else centres[j] for j in range(k)])
     means, invs = [], []
@@ -174,4 +178,4 @@ def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:
 
 def _mahalanobis2(x: np.ndarray, mean: np.ndarray, inv_cov: np.ndarray) -> np.ndarray:
     d = (x - mean).astype(np.float32)
-    return ((d @ inv_cov.astype(np.float32)) * d).sum(axis=1)
+    return np.einsum("ij,ij->i", d @ inv_cov.astype(np.float32), d)

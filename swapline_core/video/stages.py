@@ -164,7 +164,7 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
     skipped: dict[str, int] = defaultdict(int)
 
     def compute(frames, chunk_faces, report, first):
-        ctx = ClipContext(faces, first)
+        ctx = ClipContext(faces, first, read_frames=seq.read_frames)
         res = swap_chunk(swapper, analyzer, frames, chunk_faces, source, opts, context=ctx, timings=report.seconds)
         for row in res.records:
             for rec in row:

@@ -12,25 +12,27 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from PIL import Image  # noqa: E402
+import itertools
 
-import occluders as occ  # noqa: E402
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
-from swapline_core.backends.classical import ClassicalSwapper  # noqa: E402
-from swapline_core.errors import BadModelError, SwaplineError  # noqa: E402
-from swapline_core.faces import identity as face_model  # noqa: E402
-from swapline_core.faces.paste import union_mask  # noqa: E402
-from swapline_core.masks import MaskOptions, parse_list  # noqa: E402
-from swapline_core.masks.mouth import mouth_opening  # noqa: E402
-from swapline_core.masks.onnx_models import Occluder, Parser  # noqa: E402
-from swapline_core.masks.preview import draw_stack  # noqa: E402
-from swapline_core.swap.chunk import SwapOptions, swap_chunk  # noqa: E402
-from swapline_core.types import ClipContext  # noqa: E402
-from swapline_core.video import stages as pipeline  # noqa: E402
-from swapline_core.video.frames import FrameSequence  # noqa: E402
+import cv2
+import numpy as np
+import occluders as occ
+import pytest
+from PIL import Image
+
+from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+from swapline_core.backends.classical import ClassicalSwapper
+from swapline_core.errors import BadModelError, SwaplineError
+from swapline_core.faces import identity as face_model
+from swapline_core.faces.paste import union_mask
+from swapline_core.masks import MaskOptions, parse_list
+from swapline_core.masks.mouth import mouth_opening
+from swapline_core.masks.onnx_models import Occluder, Parser
+from swapline_core.masks.preview import draw_stack
+from swapline_core.swap.chunk import SwapOptions, swap_chunk
+from swapline_core.types import ClipContext
+from swapline_core.video import stages as pipeline
+from swapline_core.video.frames import FrameSequence
 
 CLIP = ROOT / "assets" / "samples" / "kling_avatar_clip.mp4"
 SOURCE = ROOT / "assets" / "samples" / "source_face.png"
@@ -167,7 +169,7 @@ def _flicker(res):
     of the paste mask (>0.5) at least twice: flicker, not a single change)."""
     masks = [union_mask(f.shape[:2], ps) for f, ps in zip(res.frames, res.patches)]
     area = np.maximum.reduce(masks) > 0
-    mean = float(np.mean([np.abs(a - b)[area].mean() for a, b in zip(masks, masks[1:])]))
+    mean = float(np.mean([np.abs(a - b)[area].mean() for a, b in itertools.pairwise(masks)]))
     on = np.stack(masks) > 0.5
     toggles = (on[1:] != on[:-1]).sum(0)
     return mean, float((toggles[area] >= 2).mean())
