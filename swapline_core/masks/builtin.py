@@ -63,8 +63,12 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
         if v.lab is None:
             continue
         group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
-        parts = [v.samples] + [g.samples for g in group if g is not v and g.samples is not None]
-        x = np.concatenate(parts)
+        if not any(g is v for g in group):
+            group.append(v)
+        # In clip order, so the samples (and the thinning below) do not depend on how the
+        # window happens to be split between the chunk and its roll.
+        group.sort(key=lambda g: g.clip_index)
+        x = np.concatenate([g.samples for g in group if g.samples is not None])
         if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
             x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
         v.model = occ.fit_skin(x)

@@ -105,6 +105,8 @@ def test_occluders_keep_the_target_and_the_rest_is_swapped(analyzer, source, cli
     d_plain, d_stack = _changed(plain.frames[0], img), _changed(res.frames[0], img)
     assert (d_plain[sel] > TOL).mean() > 0.5          # without the stack the swap paints over it
     kept = (d_stack[sel] <= TOL).mean()
+    print(f"\n[masks] {name}: {kept:.1%} of {sel.sum()} occluder pixels kept (<= {TOL}/255), "
+          f"{(d_plain[sel] > TOL).mean():.1%} painted over without the stack")
     assert kept >= 0.98, f"{name}: only {kept:.1%} of the occluder kept"
     # ... and the face around it is still swapped (the stack did not just switch the swap off)
     free = area & ~cv2.dilate(mask.astype(np.uint8), np.ones((15, 15), np.uint8)).astype(bool)
@@ -271,3 +273,16 @@ def test_mask_overhead_on_the_sample_clip(analyzer, source, clip):
           f" ms/frame, masks {t['masks'] / len(frames) * 1000:.1f} ms/frame (masks/swap {ratio:.2f}), "
           f"chunk total {total / len(frames) * 1000:.1f} ms/frame")
     assert ratio < 1.5
+
+
+def test_chunk_size_does_not_change_the_result(analyzer, source, tmp_path):
+    """The pre-/post-roll makes a chunk's masks independent of where chunks start."""
+    seq16 = FrameSequence.open(str(CLIP), count=N, chunk=N)
+    faces, _ = pipeline.track_faces(seq16, analyzer, str(tmp_path / "t"), pipeline.Hooks(), mode="largest")
+    outs = {}
+    for c in (N, 5):
+        seq = FrameSequence.open(str(CLIP), count=N, chunk=c)
+        out, _ = pipeline.swap_frames(seq, faces, source, ClassicalSwapper(), analyzer, str(tmp_path / f"s{c}"),
+                                      pipeline.Hooks(), SwapOptions())
+        outs[c] = [f for _, ch in out.iter_chunks() for f in ch]
+    assert all(np.array_equal(a, b) for a, b in zip(outs[N], outs[5]))
