@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from comfy_harness import PromptRejected
 from media import HANKS, T1, insightface_image, put_input, rgb
 from test_image_nodes import swap_prompt
