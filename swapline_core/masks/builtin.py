@@ -19,7 +19,8 @@ from . import mouth as mouth_mod
 from . import occlusion as occ
 from . import temporal
 
-MAX_SAMPLES = 3000          # skin samples per colour fit
+MAX_SAMPLES = 8000          # skin samples per colour fit
+STRONG_SIGMA = 6.5          # skin distance this frame alone decides (the threshold is 4.5)
 
 @dataclass
 class SkinView:
@@ -94,6 +95,10 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                   for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
                   if pool[b] is not view and pool[b].d2 is not None]
         d2 = temporal.median(own, others)
+        # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
+        # so an occluder that moves across the face (a waving hand) is never voted away.
+        strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
+        d2 = np.where(own > strong, np.maximum(d2, own), d2)
         it.info["skin"] = view.model.to_json()
         inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
         lm = None if it.lm is None else it.lm * s

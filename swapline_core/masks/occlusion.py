@@ -144,7 +144,7 @@ def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensiti
     """Hard occluder map (bool) inside ``inside`` (the face's paste area), from the squared
     skin distance ``d2`` (``SkinModel.distance2``)."""
     thresh = (4.5 / max(sensitivity, 1e-3)) ** 2
-    d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 1.0)    # edges that do not crawl with noise
+    d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 2.0)    # edges that do not crawl with noise
     cand = ((d2 > thresh) & inside).astype(np.uint8)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
     if n <= 1:

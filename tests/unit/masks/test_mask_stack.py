@@ -286,3 +286,32 @@ def test_chunk_size_does_not_change_the_result(analyzer, source, tmp_path):
                                       pipeline.Hooks(), SwapOptions())
         outs[c] = [f for _, ch in out.iter_chunks() for f in ch]
     assert all(np.array_equal(a, b) for a, b in zip(outs[N], outs[5]))
+
+
+def test_neural_swapper_with_five_points_only(source, clip):
+    """An INSwapper-style swapper (the synthetic stand-in) on faces without 68 landmarks: the
+    five-point geometry places skin samples, feature zones and (when asked) the mouth."""
+    from synthetic_models import MODEL_FILES, ensure_cache
+
+    from swapline_core.backends.inswapper import InSwapper
+
+    swapper = InSwapper(str(ensure_cache() / MODEL_FILES["swapper"]), "CPU")
+    frames, faces = clip
+    five = [f.copy(landmarks=None) for f in faces[:4]]
+    import dataclasses
+
+    emb = np.resize(source.embedding, 512).astype(np.float32)             # the stand-in wants 512-d
+    src = dataclasses.replace(source, embedding=emb / np.linalg.norm(emb))
+    frame = frames[0]
+    mask, colour = occ.eye_bar(frame.shape[:2], faces[0].landmarks)
+    img = occ.composite(frame, mask, colour)
+    run = [img] + list(frames[1:4])       # the bar in one frame only: the median must not vote it away
+    plain = swap_chunk(swapper, None, run, [[f] for f in five], src, SwapOptions(masks=MaskOptions(enabled=False)))
+    res = swap_chunk(swapper, None, run, [[f.copy()] for f in five], src,
+                     SwapOptions(masks=MaskOptions(mouth="on")), context=ClipContext(None, 0))
+    rec = res.records[0][0]["masks"]
+    assert "occlusion" in rec["cut_fraction"] and "skin" in rec
+    sel = mask & (union_mask(img.shape[:2], plain.patches[0]) > 0)
+    kept = (_changed(res.frames[0], img)[sel] <= TOL).mean()
+    print(f"\n[masks] inswapper stand-in, five points only: {kept:.1%} of the eye bar kept")
+    assert sel.sum() > 100 and kept >= 0.98
