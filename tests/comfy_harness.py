@@ -72,7 +72,7 @@ class ComfyServer:
         if not settings.exists():
             settings.write_text(json.dumps({"Comfy.TutorialCompleted": True}))
         folders = {"insightface": "insightface", "facerestore_models": "facerestore_models",
-                   "swapline_faces": "swapline/faces", "checkpoints": "checkpoints", "vae": "vae",
+                   "swapline_faces": "swapline/faces", "facemask": "facemask", "checkpoints": "checkpoints", "vae": "vae",
                    "controlnet": "controlnet"}
         lines = ["swapline_tests:", f"    base_path: {self.models_dir}"]
         lines += [f"    {k}: {v}" for k, v in folders.items()]
