@@ -1,7 +1,7 @@
 """Built-in occluder estimate: what inside the face is not this face's own skin.
 
-No model file: a colour model of the target's skin is fitted per track (per chunk) on its most
-reliable skin (cheeks and nose, from the landmarks), and pixels inside the face that are unlikely
+No model file: a colour model of the target's skin is fitted on its most reliable skin (cheeks
+and nose, from the landmarks; pooled over a few frames of the track by ``builtin``), and pixels inside the face that are unlikely
 under it are candidates. Eyes, brows, nostrils and lips are not skin either, so a candidate blob
 counts as an occluder only where it reaches out of those feature zones: a dark bar or sunglasses
 cover the skin around the eyes, a glasses frame crosses the cheeks and the nose bridge, hair,
