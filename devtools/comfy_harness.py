@@ -72,8 +72,8 @@ class ComfyServer:
         if not settings.exists():
             settings.write_text(json.dumps({"Comfy.TutorialCompleted": True}))
         folders = {"insightface": "insightface", "facerestore_models": "facerestore_models",
-                   "swapline_faces": "swapline/faces", "checkpoints": "checkpoints", "vae": "vae",
-                   "controlnet": "controlnet", "hyperswap": "hyperswap", "reswapper": "reswapper",
+                   "swapline_faces": "swapline/faces", "facemask": "facemask", "checkpoints": "checkpoints",
+                   "vae": "vae", "controlnet": "controlnet", "hyperswap": "hyperswap", "reswapper": "reswapper",
                    "facefusion": "facefusion"}
         lines = ["swapline_tests:", f"    base_path: {self.models_dir}"]
         lines += [f"    {k}: {v}" for k, v in folders.items()]

@@ -18,6 +18,7 @@ MODULES = {
     "analysis": ("AnalyzerLoader", "DetectFaces", "SelectFaces", "AlignFaces", "PasteFaces"),
     "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
     "swap": ("SwapperLoader", "SwapFaces"),
+    "masks": ("MaskOptionsNode",),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
     "qa": ("QAGate",),
     "provenance": ("C2PASink",),

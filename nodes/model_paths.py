@@ -23,6 +23,7 @@ HYPERSWAP = "hyperswap"
 RESWAPPER = "reswapper"
 FACEFUSION = "facefusion"
 SWAPPER_FOLDERS = (HYPERSWAP, RESWAPPER, FACEFUSION)
+FACEMASK = "facemask"            # XSeg occluders and BiSeNet face parsers (FaceFusion's ONNX files)
 
 _FOLDERS = {
     INSIGHTFACE: ("insightface", {".onnx"}),
@@ -31,6 +32,7 @@ _FOLDERS = {
     FACEFUSION: ("facefusion", {".onnx"}),
     FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt", ".onnx"}),  # .onnx: GPEN-BFR
     FACE_MODELS: (os.path.join("swapline", "faces"), {".safetensors"}),
+    FACEMASK: ("facemask", {".onnx"}),
 }
 
 

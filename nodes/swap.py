@@ -11,11 +11,13 @@ from ..swapline_core.backends.swappers.families import FAMILIES
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
 from ..swapline_core.guards import GuardOptions
+from ..swapline_core.masks import MaskOptions as CoreMaskOptions
+from ..swapline_core.masks.preview import draw_stack
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
 from ..swapline_core.types import FaceSet
 from . import model_paths
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
-from .types import CATEGORY, FaceModel, Faces, Swapper
+from .types import CATEGORY, FaceModel, Faces, MaskOptions, Swapper
 
 CLASSICAL = "builtin classical (landmark warp, no download)"
 CHUNK = 8
@@ -172,31 +174,40 @@ class SwapFaces(io.ComfyNode):
                 io.Boolean.Input("color_match", default=True,
                                  tooltip="Match the swapped face's colour statistics to the target skin inside the mask."),
                 *guard_inputs(),
+                MaskOptions.Input("mask_options", optional=True,
+                                  tooltip="From Face Mask Options. Not connected: the built-in occluder and, for the "
+                                          "classical swapper, the kept mouth interior."),
             ],
-            outputs=[io.Image.Output(display_name="images"), io.Mask.Output(display_name="mask"),
-                     io.String.Output(display_name="records")],
+            outputs=[io.Image.Output(display_name="images"),
+                     io.Mask.Output(display_name="mask", tooltip="The final paste mask (the whole mask stack)."),
+                     io.String.Output(display_name="records"),
+                     io.Image.Output(display_name="mask_preview",
+                                     tooltip="The mask stack on the target: occlusion red, parser regions blue, "
+                                             "landmark area yellow, kept mouth green; dimmed where nothing is pasted.")],
         )
 
     @classmethod
     def execute(cls, images, faces: FaceSet, face_model, swapper, color_match, guards=True,
-                max_yaw=0.0) -> io.NodeOutput:
+                max_yaw=0.0, mask_options=None) -> io.NodeOutput:
         frames = to_arrays(images)
         if len(faces.frames) != len(frames):
             raise SwaplineError(f"faces were detected on {len(faces.frames)} frames but {len(frames)} images "
                                 "were given: connect the same images to Detect Faces and Swap Faces")
         per_frame = [fr.faces for fr in faces.frames]
         pbar = progress(len(frames))
-        out, masks, records = [], [], []
+        opts = SwapOptions(color_match=color_match, masks=mask_options or CoreMaskOptions(),
+                           guards=guard_options(guards, max_yaw))
+        out, masks, records, previews = [], [], [], []
         for s in range(0, len(frames), CHUNK):
             check_interrupt()
-            res = swap_chunk(swapper, faces.analyzer, frames[s:s + CHUNK], per_frame[s:s + CHUNK], face_model,
-                             SwapOptions(color_match=color_match, guards=guard_options(guards, max_yaw)))
+            res = swap_chunk(swapper, faces.analyzer, frames[s:s + CHUNK], per_frame[s:s + CHUNK], face_model, opts)
             out += res.frames
             masks += [union_mask(f.shape[:2], ps) for f, ps in zip(res.frames, res.patches)]
+            previews += [draw_stack(f, ps) for f, ps in zip(frames[s:s + CHUNK], res.patches)]
             records += res.records
             pbar.update(len(res.frames))
         report = json.dumps([{"frame": i, "status": _frame_status(r), "faces": r} for i, r in enumerate(records)])
-        return io.NodeOutput(to_image(out), to_mask(masks), report)
+        return io.NodeOutput(to_image(out), to_mask(masks), report, to_image(previews))
 
 
 def _frame_status(records: list[dict]) -> str:

@@ -9,5 +9,6 @@ FaceModel = io.Custom("SWAPLINE_FACE_MODEL")
 Transforms = io.Custom("SWAPLINE_FACE_TRANSFORMS")
 Frames = io.Custom("SWAPLINE_FRAMES")
 QAReport = io.Custom("SWAPLINE_QA")
+MaskOptions = io.Custom("SWAPLINE_MASK_OPTIONS")
 
 CATEGORY = "Swapline"

@@ -13,11 +13,12 @@ from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video import read as video_read
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.video.frames import FrameSequence
+from ..swapline_core.masks import MaskOptions as CoreMaskOptions
 from ..swapline_core.swap.chunk import SwapOptions
 from .swap import guard_inputs, guard_options
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
-from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, Swapper
+from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, MaskOptions, Swapper
 
 VIDEO_EXTS = {".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v", ".gif", ".webp", ".apng"}
 TRACK_MODES = ("identity", "largest", "all")
@@ -190,15 +191,20 @@ class SwapFrames(io.ComfyNode):
                 Swapper.Input("swapper", tooltip="From Load Face Swapper."),
                 io.Boolean.Input("color_match", default=True, tooltip="Match colour statistics to the target skin."),
                 *guard_inputs(),
+                MaskOptions.Input("mask_options", optional=True,
+                                  tooltip="From Face Mask Options. Not connected: the built-in occluder and, for the "
+                                          "classical swapper, the kept mouth interior."),
             ],
             outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="report")],
         )
 
     @classmethod
-    def execute(cls, frames, faces, face_model, swapper, color_match, guards=True, max_yaw=0.0) -> io.NodeOutput:
+    def execute(cls, frames, faces, face_model, swapper, color_match, guards=True, max_yaw=0.0,
+                mask_options=None) -> io.NodeOutput:
+        opts = SwapOptions(color_match=color_match, masks=mask_options or CoreMaskOptions(),
+                           guards=guard_options(guards, max_yaw))
         out, report = pipeline.swap_frames(frames, faces, face_model, swapper, faces.analyzer,
-                                           model_paths.swapline_cache_dir(), _hooks(frames.count),
-                                           SwapOptions(color_match=color_match, guards=guard_options(guards, max_yaw)))
+                                           model_paths.swapline_cache_dir(), _hooks(frames.count), opts)
         text = json.dumps(report.to_json())
         return io.NodeOutput(out, text, ui=preview_ui(cls, swap=report.to_json()))
 

@@ -145,6 +145,7 @@ class SwapPatch:
     pixels: np.ndarray                    # (h, w, 3) float32 in 0..255
     mask: np.ndarray                      # (h, w) float32 in 0..1; 0 leaves the frame untouched
     info: dict = field(default_factory=dict)
+    layers: dict = field(default_factory=dict)   # mask-stack parts (name -> (h, w) "may swap"), for previews
 
 
 @dataclass
@@ -155,3 +156,4 @@ class ClipContext:
     faces: FaceSet | None = None
     first_index: int = 0
     cuts: tuple[int, ...] = ()            # clip indices where a new shot starts
+    read_frames: object = None            # callable(clip indices) -> frames, for pre-/post-roll

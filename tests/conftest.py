@@ -25,13 +25,14 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
     """Test models folder: synthetic stand-ins under the same names users' real files have."""
-    from devtools.synthetic_models import build_models
+    from devtools.synthetic_models import build_mask_models, build_models
     from devtools.synthetic_sd import build_sd_models
     from devtools.synthetic_swappers import build_swappers
 
     d = tmp_path_factory.mktemp("models")
     build_models(d)
     build_swappers(d)           # every swapper family under ReActor's/FaceFusion's folder names
+    build_mask_models(d)        # XSeg occluder and BiSeNet parser (models/facemask)
     build_sd_models(d)          # SD1.5 checkpoint, VAE and ControlNet for the face refine workflow
     return d
 

@@ -17,7 +17,8 @@ FACE_MODELS = "swapline/faces"
 HYPERSWAP = "hyperswap"
 RESWAPPER = "reswapper"
 FACEFUSION = "facefusion"
-MODEL_FOLDERS = (INSIGHTFACE, ANALYSIS_PACKS, FACERESTORE, FACE_MODELS, HYPERSWAP, RESWAPPER, FACEFUSION)
+FACEMASK = "facemask"          # FaceFusion's occluder / face parser ONNX files (mask stack)
+MODEL_FOLDERS = (INSIGHTFACE, ANALYSIS_PACKS, FACERESTORE, FACE_MODELS, HYPERSWAP, RESWAPPER, FACEFUSION, FACEMASK)
 COMMERCIAL = ("yes", "no", "unknown")
 _FF = "FaceFusion models-3.x release assets (github.com/facefusion/facefusion-assets)"
 
@@ -98,6 +99,16 @@ KNOWN_MODELS = (
     *(KnownModel(FACERESTORE, f"GPEN-BFR-{n}.onnx", f"GPEN-BFR face restorer ({n} px)", "non-commercial",
                  "ReActor's model list (yangxy/GPEN exports)", vendor="yangxy", commercial="no")
       for n in (512, 1024, 2048)),
+    # Mask stack models, the files FaceFusion users already have (its .assets/models). FaceFusion
+    # publishes CRC32 .hash files, not sha256, and no sizes: both left unset rather than guessed.
+    *(KnownModel(FACEMASK, f"xseg_{k}.onnx", "XSeg face occluder (256 px, optional)",
+                 "GPL-3.0 (DeepFaceLab)", "FaceFusion model assets (facefusion-assets releases, "
+                 f"models-{'3.2.0' if k == 3 else '3.1.0'})", vendor="DeepFaceLab (iperov)",
+                 commercial="yes") for k in (1, 2, 3)),
+    *(KnownModel(FACEMASK, f"bisenet_resnet_{d}.onnx", "BiSeNet face parser (512 px, optional)",
+                 "MIT (yakhyo/face-parsing)", "FaceFusion model assets (facefusion-assets releases, "
+                 f"models-{'3.0.0' if d == 34 else '3.1.0'})", vendor="yakhyo",
+                 commercial="yes") for d in (18, 34)),
 )
 
 

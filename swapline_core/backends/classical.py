@@ -171,7 +171,9 @@ class ClassicalSwapper(FaceSwapper):
             # a closed-mouth photo: its lips would be stretched over the gap).
             warped = _target_mouth(warped, patch_f, dst68 - origin, dst_pts[:68] - origin, size)
         pixels = np.where(hard[..., None] > 0, warped, patch_f).astype(np.float32)
-        info = {"blend": self.blend, "color_transfer": self.color_transfer,
+        # source_mouth: the mouth is the source's, warped (closed if the source's was): the mask
+        # stack's mouth part keeps the target's open mouth interior by default.
+        info = {"blend": self.blend, "color_transfer": self.color_transfer, "source_mouth": True,
                 "mirrored": bool(mirrored), "triangles": int(len(tris)),
                 "face_size_px": round(size, 1), "erosion_px": round(erosion_px, 2),
                 "feather_px": round(feather_px, 2), "mask_area_px": int((mask > 0).sum()),

@@ -53,7 +53,8 @@ def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: in
     return (_plaus.geometry(face, frame.shape)
             or _plaus.shape(face, opts.max_shape_residual)
             or _plaus.track_jump(face, index, context, opts.track_window, opts.max_size_ratio, opts.max_shift)
-            or _competence.check(face, competence_for(swapper, opts), who)
+            or _competence.check(face, competence_for(swapper, opts), who,
+                                 _competence.track_pose(face, index, context))
             or _plaus.skin(frame, face, opts.min_skin))
 
 

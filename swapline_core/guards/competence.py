@@ -28,12 +28,32 @@ def nose_between_eyes(kps: np.ndarray, margin: float = 0.05) -> float:
     return float(np.dot(k[2] - k[0], axis) / max(float(np.dot(axis, axis)), 1e-9))
 
 
-def check(face, comp: Competence, who: str) -> str | None:
+def track_pose(face, index: int | None, context, radius: int = 2) -> tuple[float, float]:
+    """``pose_of`` as the median over the face's track in frames ``index +- radius`` (same shot).
+
+    One frame's points can read a turn its neighbours do not have (a landmark slip on kling's
+    frame 4 reads 59 deg between two 30-deg frames); refusing that frame alone would make it flicker
+    back to the original. A real turn lasts more than a frame or two, so the median keeps it.
+    """
+    if context is None or index is None or face.track_id is None or context.faces is None:
+        return pose_of(face)
+    frames = context.faces.frames
+    lo = max([0] + [c for c in context.cuts if c <= index])
+    hi = min([len(frames)] + [c for c in context.cuts if c > index])
+    poses = [pose_of(face)]
+    for j in range(max(lo, index - radius), min(hi, index + radius + 1)):
+        if j != index:
+            poses += [pose_of(f) for f in frames[j].faces if f.track_id == face.track_id]
+    a = np.array(poses, np.float64)
+    return float(np.nanmedian(a[:, 0])), float(np.nanmedian(a[:, 1]))
+
+
+def check(face, comp: Competence, who: str, pose: tuple[float, float] | None = None) -> str | None:
     io = float(np.linalg.norm(np.asarray(face.kps[1]) - np.asarray(face.kps[0])))
     if io < comp.min_inter_ocular_px:
         return (f"too small: eyes {io:.0f} px apart, the {who} swapper needs at least "
                 f"{comp.min_inter_ocular_px:.0f} px")
-    yaw, pitch = pose_of(face)
+    yaw, pitch = pose if pose is not None else pose_of(face)
     if not np.isfinite(yaw) or yaw > comp.max_yaw:
         return f"head turned: yaw {yaw:.1f} deg beyond the {who} swapper's {comp.max_yaw:.0f} deg"
     if pitch > comp.max_pitch:

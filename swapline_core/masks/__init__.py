@@ -1,19 +1,175 @@
-"""The mask stack: which pixels of a swapped face may replace the target's.
+"""The mask stack: which pixels of a swapped face may replace the target's (issue 13, items 1-2).
 
-Scaffold: occlusion, region, landmark-area and mouth masks land here (issue 13, items 1-2)."""
+Computed on the *target* after the swapper, for every swapper alike, and combined by minimum
+with the swapper's own feathered box/hull mask (``stack.combine``):
+- occlusion: the built-in skin-appearance occluder (``occlusion``) and/or an XSeg model;
+- region: the BiSeNet face parser's chosen regions;
+- area: hulls of landmark areas (upper face, lower face, mouth);
+- mouth: the target's open mouth interior stays (``mouth``).
+Occlusion evidence is smoothed along each track (``temporal``), with a pre-/post-roll read
+through the clip context so a chunk's masks do not depend on chunking or resume. Each patch keeps its
+parts in ``patch.layers`` for previews and a JSON summary in ``patch.info["masks"]``.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..types import Face, SwapPatch
+from . import builtin, temporal
+from .region import area_part, model_parts
+from .stack import (
+    AREAS,
+    DEFAULT_REGIONS,
+    MOUTH_MODES,
+    OCCLUSION_MODES,
+    PART_NAMES,
+    REGIONS,
+    MaskOptions,
+    combine,
+    parse_list,
+)
+
+__all__ = [
+    "AREAS",
+    "DEFAULT_REGIONS",
+    "MOUTH_MODES",
+    "OCCLUSION_MODES",
+    "PART_NAMES",
+    "REGIONS",
+    "MaskOptions",
+    "parse_list",
+    "refine_masks",
+]
 
 
-@dataclass(frozen=True)
-class MaskOptions:
-    enabled: bool = True
-
-    def to_json(self) -> dict:
-        return {"enabled": self.enabled}
-
-
-def refine_masks(frames, faces, patches, opts: MaskOptions, context=None):
+def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
+                 patches: Sequence[Sequence[SwapPatch]], opts: MaskOptions, context=None):
     """Cut each patch's mask by the stack computed on the target; returns the patches."""
+    if not opts.enabled:
+        return patches
+    items = [_Item(i, f, p) for i, (fs, ps) in enumerate(zip(faces, patches)) for f, p in _pairs(fs, ps)]
+    if not items:
+        return patches
+    first = getattr(context, "first_index", 0) if context is not None else 0
+    cuts = tuple(getattr(context, "cuts", ()) or ()) if context is not None else ()
+
+    def shot_of(clip_index: int) -> int:
+        return sum(1 for c in cuts if c <= clip_index)
+
+    def key_of(face: Face):
+        return None if face.track_id is None or context is None else int(face.track_id)
+
+    if opts.builtin_occlusion or opts.mouth != "off":
+        r = opts.temporal
+        views, pool = _skin_views(frames, items, context, first, 2 * r, key_of)
+        # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
+        near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
+        builtin.fit_views(near, pool, r, shot_of)
+        builtin.apply(items, views, pool, opts, r, shot_of)
+    for it in items:
+        a = area_part(it.shape, it.lm, opts.areas, it.size)
+        if a is not None:
+            it.parts["area"] = a
+    mparts, minfo = model_parts(frames, [(it.i, it.face, it.patch) for it in items], opts)
+    for it, mp in zip(items, mparts):
+        it.parts.update(mp)
+    # Model maps are smoothed within the chunk (a resumed chunk is the same chunk; the chunk
+    # size, unlike for the built-in occluder, changes them at chunk edges).
+    mats = [temporal.patch_affine(it.origin) for it in items]
+    for name in ("occlusion_model", "region"):
+        if not any(name in it.parts for it in items):
+            continue
+        keys, idx = [key_of(it.face) for it in items], [it.i for it in items]
+        new = []
+        for a, it in enumerate(items):
+            own = it.parts.get(name)
+            group = temporal.window(keys[a], idx[a], keys, idx, opts.temporal, lambda i: shot_of(first + i))
+            others = [temporal.warp_between(items[b].parts[name], mats[b], items[b].face.kps, own.shape, mats[a],
+                                            it.face.kps) for b in group if b != a and name in items[b].parts] \
+                if own is not None else []
+            new.append(None if own is None else temporal.median(own, others))
+        for it, m in zip(items, new):
+            if m is not None:
+                it.parts[name] = m
+
+    for it in items:
+        p = it.patch
+        if "occlusion_model" in it.parts:        # one occlusion layer: the stricter of both
+            om = it.parts.pop("occlusion_model")
+            it.parts["occlusion"] = np.minimum(it.parts.get("occlusion", om), om)
+        base = p.mask
+        p.mask = combine(it.parts, base)
+        inside = base > 0
+        n = max(int(inside.sum()), 1)
+        summary = {name: round(float(((m < 0.5) & inside).sum()) / n, 4) for name, m in it.parts.items()}
+        p.info["masks"] = {"cut_fraction": summary, **it.info, **minfo}
+        p.layers = dict(it.parts)
     return patches
+
+
+def _skin_views(frames, items, context, first: int, radius: int, key_of):
+    """Skin views of the chunk's faces plus, for video, those of the same tracks in the
+    +-radius frames around the chunk (read through the context): the pool the temporal fits
+    and medians draw on. Every view depends on its own frame only."""
+    faceset = getattr(context, "faces", None)
+    reader = getattr(context, "read_frames", None)
+    analyzer = getattr(faceset, "analyzer", None)
+    # Landmarks locate the skin samples better than five points (glasses frames sit right under
+    # the eyes), but every view must be made the same way, roll frames included.
+    use_lm = all(it.lm is not None for it in items)
+    roll_lm = use_lm and analyzer is not None and getattr(analyzer, "supports_landmarks", False)
+    views = [builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
+                               it.face.landmarks if use_lm else None) for it in items]
+    pool = list(views)
+    keys = {v.key for v in views if v.key is not None}
+    if not keys or radius <= 0 or faceset is None or reader is None or (use_lm and not roll_lm):
+        return views, pool
+    total = len(faceset.frames)
+    lo, hi = max(0, first - radius), min(total, first + len(frames) + radius)
+    roll = [i for i in range(lo, hi) if not first <= i < first + len(frames)
+            and any(key_of(f) in keys for f in faceset.frames[i].faces)]
+    if roll:
+        imgs = reader(roll)
+        rfaces = [[f.copy() for f in faceset.frames[i].faces if key_of(f) in keys] for i in roll]
+        if use_lm:
+            missing = [[f for f in fs if f.landmarks is None] for fs in rfaces]
+            if any(missing):
+                analyzer.landmarks68(imgs, missing)
+        for i, img, fs in zip(roll, imgs, rfaces):
+            for f in fs:
+                pool.append(builtin.skin_view(img, f.bbox, f.kps, i, key_of(f), f.landmarks if use_lm else None))
+    return views, pool
+
+
+class _Item:
+    def __init__(self, i: int, face: Face, patch: SwapPatch):
+        self.i, self.face, self.patch = i, face, patch
+        x0, y0, x1, y1 = patch.region
+        self.origin = np.array([x0, y0], np.float32)
+        self.shape = (y1 - y0, x1 - x0)
+        self.kps = np.asarray(face.kps, np.float32) - self.origin
+        self.lm = None if face.landmarks is None else np.asarray(face.landmarks, np.float32) - self.origin
+        pts = self.lm if self.lm is not None else self.kps
+        span = pts.max(0) - pts.min(0)
+        self.size = float(max(span.max() * (1.0 if self.lm is not None else 2.2), 8.0))
+        self.parts: dict[str, np.ndarray] = {}
+        self.info: dict = {}
+
+
+def _pairs(fs: Sequence[Face], ps: Sequence[SwapPatch]):
+    """Faces with their non-empty patch. Swappers give one patch per face, but a neural swapper
+    drops faces wholly outside the frame: then match by the face centre."""
+    if len(fs) == len(ps):
+        pairs = list(zip(fs, ps))
+    else:
+        pairs = []
+        for p in ps:
+            x0, y0, x1, y1 = p.region
+            for f in fs:
+                cx, cy = (f.bbox[0] + f.bbox[2]) / 2, (f.bbox[1] + f.bbox[3]) / 2
+                if x0 <= cx < x1 and y0 <= cy < y1:
+                    pairs.append((f, p))
+                    break
+    return [(f, p) for f, p in pairs if p.mask.size and p.mask.any()]

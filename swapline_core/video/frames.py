@@ -96,6 +96,21 @@ class FrameSequence:
     def read_chunk(self, c: int) -> list[np.ndarray]:
         return next(self.iter_chunks(c))[1]
 
+    def read_frames(self, indices: Sequence[int]) -> list[np.ndarray]:
+        """A few frames by sequence index with every layer applied: the pre-/post-roll that
+        per-chunk stages (mask smoothing) read around their chunk."""
+        frames = video_read.read_frames(self.path, [self.start + int(i) * self.stride for i in indices])
+        stores = [layer.store() for layer in self.layers]
+        out = []
+        for i, f in zip(indices, frames):
+            c, k = divmod(int(i), self.chunk)
+            for store in stores:
+                arrays = store.load(c)
+                one = {"n": np.array(1), **{f"{p}0": arrays[f"{p}{k}"] for p in "rpm" if f"{p}{k}" in arrays}}
+                f = apply_layer_chunk([f], one)[0]
+            out.append(f)
+        return out
+
 
 # -- patch layers ---------------------------------------------------------------------------
 def encode_layer_chunk(originals: Sequence[np.ndarray], results: Sequence[np.ndarray],

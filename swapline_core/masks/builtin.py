@@ -1,0 +1,121 @@
+"""The built-in (model-free) parts: the skin-colour occluder and the kept mouth interior.
+
+Per face and frame, a skin colour model is fitted on that frame's own reliable skin (cheeks and
+nose, located by the 68 landmarks where the chunk's faces have them, computed the same way for
+the frames around the chunk; else by the five keypoints) and turned into a skin-distance map
+over a box around the face. The maps of the same
+track are median-filtered over +-N frames (``temporal``) before anything is decided, so noise
+does not flip blobs in and out of "occluder"; only then are blobs judged against the feature
+zones (with 68 landmarks where the chunk has them) and cut out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from . import mouth as mouth_mod
+from . import occlusion as occ
+from . import temporal
+
+MAX_SAMPLES = 8000          # skin samples per colour fit
+STRONG_SIGMA = 6.5          # skin distance this frame alone decides (the threshold is 4.5)
+
+@dataclass
+class SkinView:
+    """One face in one frame: its skin-distance map over a box around the face."""
+    clip_index: int
+    key: object                    # track key (None: no smoothing)
+    kps: np.ndarray                # (5, 2) frame coordinates
+    m: np.ndarray                  # frame -> map transform
+    lab: np.ndarray | None         # Lab of the box at work scale
+    samples: np.ndarray | None     # (N, 3) Lab of this frame's reliable skin
+    d2: np.ndarray | None = None   # squared skin distance; None if too little skin was visible
+    model: occ.SkinModel | None = None
+
+
+def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
+    h, w = frame.shape[:2]
+    x0, y0, x1, y1 = (float(v) for v in bbox)
+    size = max(x1 - x0, y1 - y0, 8.0)
+    pad = 0.45 * size              # covers the classical swapper's forehead band and margins
+    bx0, by0 = int(max(0, np.floor(x0 - pad))), int(max(0, np.floor(y0 - pad)))
+    bx1, by1 = int(min(w, np.ceil(x1 + pad))), int(min(h, np.ceil(y1 + pad)))
+    s = occ.work_scale(size)
+    m = temporal.patch_affine((bx0, by0), s)
+    if bx1 - bx0 < 4 or by1 - by0 < 4:
+        return SkinView(clip_index, key, np.asarray(kps, np.float32), m, None, None)
+    sub = frame[by0:by1, bx0:bx1]
+    shape = (max(1, round(sub.shape[0] * s)), max(1, round(sub.shape[1] * s)))
+    small = cv2.resize(sub, shape[::-1], interpolation=cv2.INTER_AREA) if s < 1 else sub
+    lab = occ.lab(small)
+    local = (np.asarray(kps, np.float32) - (bx0, by0)) * s
+    lm = None if lm68 is None else (np.asarray(lm68, np.float32) - (bx0, by0)) * s
+    return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[occ.skin_sample_mask(shape, lm, local)])
+
+
+def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of) -> None:
+    """Each target view's colour model is fitted on the skin samples of its track within
+    +-radius frames (one frame's fit wobbles with noise; a window's does not), then its skin
+    distance map is computed."""
+    keys, index = [v.key for v in pool], [v.clip_index for v in pool]
+    for v in targets:
+        if v.lab is None:
+            continue
+        group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
+        if not any(g is v for g in group):
+            group.append(v)
+        # In clip order, so the samples (and the thinning below) do not depend on how the
+        # window happens to be split between the chunk and its roll.
+        group.sort(key=lambda g: g.clip_index)
+        x = np.concatenate([g.samples for g in group if g.samples is not None])
+        if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
+            x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
+        v.model = occ.fit_skin(x)
+        if v.model is not None:
+            v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+
+
+def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
+    """Occlusion and mouth parts for the chunk's ``items`` (one ``views`` entry each); ``pool``
+    holds every view (chunk and roll) a window may draw on."""
+    pool_keys = [v.key for v in pool]
+    pool_index = [v.clip_index for v in pool]
+    for it, view in zip(items, views):
+        if view.d2 is None:
+            it.info["occlusion"] = "too little visible skin to fit a colour model"
+            continue
+        s = occ.work_scale(it.size)
+        shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
+        m_dst = temporal.patch_affine(it.origin, s)
+        own = temporal.warp_between(view.d2, view.m, view.kps, shape, m_dst, view.kps)
+        own = np.nan_to_num(own, nan=0.0)     # outside the box: no evidence of an occluder
+        others = [temporal.warp_between(pool[b].d2, pool[b].m, pool[b].kps, shape, m_dst, view.kps)
+                  for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
+                  if pool[b] is not view and pool[b].d2 is not None]
+        d2 = temporal.median(own, others)
+        # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
+        # so an occluder that moves across the face (a waving hand) is never voted away.
+        strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
+        d2 = np.where(own > strong, np.maximum(d2, own), d2)
+        it.info["skin"] = view.model.to_json()
+        inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
+        lm = None if it.lm is None else it.lm * s
+        if opts.builtin_occlusion:
+            zones = occ.feature_zones(shape, lm, it.kps * s)
+            hard = _up(occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity), it.shape)
+            it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
+        if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
+            nonskin = None if it.lm is not None else _up(d2 > 16.0, it.shape)
+            keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
+                                             opts.mouth_lower_lip, nonskin)
+            it.info.update(info)
+            if info["mouth_open"]:
+                it.parts["mouth"] = keep
+
+
+def _up(hard: np.ndarray, shape) -> np.ndarray:
+    if hard.shape == tuple(shape):
+        return hard
+    return cv2.resize(hard.astype(np.float32), (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR) > 0.5

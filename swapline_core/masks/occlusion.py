@@ -1,0 +1,185 @@
+"""Built-in occluder estimate: what inside the face is not this face's own skin.
+
+No model file: a colour model of the target's skin is fitted on its most reliable skin (cheeks
+and nose, from the landmarks; pooled over a few frames of the track by ``builtin``), and pixels inside the face that are unlikely
+under it are candidates. Eyes, brows, nostrils and lips are not skin either, so a candidate blob
+counts as an occluder only where it reaches out of those feature zones: a dark bar or sunglasses
+cover the skin around the eyes, a glasses frame crosses the cheeks and the nose bridge, hair,
+a microphone or a hand of another colour come in over skin. A blob that stays inside a feature
+zone is the feature itself and is swapped.
+
+What it cannot see (measured in tests/unit/masks): an occluder of the same colour as the skin (a
+hand of the same person, a skin-coloured prop) passes as skin; a clear lens shows skin and is
+swapped through; a beard or heavy shadow that leaves the feature zones is kept as the target's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+WORK_SIZE = 128.0       # faces are analysed at about this many pixels (cost independent of size)
+
+
+@dataclass
+class SkinModel:
+    """A mixture of robust Gaussians in Lab: a face lit from one side has two skin colours (in
+    the red-lit sample clip the shadow side is 28 units redder in a* than the lit side)."""
+    means: np.ndarray      # (K, 3) Lab
+    inv_covs: np.ndarray   # (K, 3, 3)
+    samples: int
+
+    def distance2(self, x: np.ndarray) -> np.ndarray:
+        """Squared Mahalanobis distance to the nearest component, for (N, 3) Lab values."""
+        return np.min([_mahalanobis2(x, m, ic) for m, ic in zip(self.means, self.inv_covs)], axis=0)
+
+    def to_json(self) -> dict:
+        return {"lab_means": [[round(float(v), 1) for v in m] for m in self.means], "samples": self.samples}
+
+
+def work_scale(face_size: float) -> float:
+    return min(1.0, WORK_SIZE / max(face_size, 1.0))
+
+
+def lab(rgb: np.ndarray) -> np.ndarray:
+    """Lab of a lightly blurred image: single-pixel noise must not read as an occluder."""
+    f = cv2.GaussianBlur(rgb.astype(np.float32) / 255.0, (0, 0), 1.0)
+    return cv2.cvtColor(f, cv2.COLOR_RGB2Lab)
+
+
+def skin_sample_mask(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
+    """Pixels that are skin on almost every face: the cheeks and the nose, away from edges."""
+    m = np.zeros(shape, np.uint8)
+    if lm68 is not None:
+        polys = [lm68[[41, 40, 31, 48, 4, 3, 2, 1]], lm68[[46, 47, 35, 54, 12, 13, 14, 15]],
+                 lm68[[28, 31, 33, 35]]]
+        for p in polys:
+            c = p.mean(axis=0)
+            cv2.fillPoly(m, [np.rint(c + 0.6 * (p - c)).astype(np.int32)], 1)
+    else:
+        # Five points: discs on both cheeks (below the eye, outside the mouth corner line) and
+        # the nose ridge, sized by the eye distance.
+        iod = max(float(np.linalg.norm(kps[1] - kps[0])), 1.0)
+        for eye, corner in ((kps[0], kps[3]), (kps[1], kps[4])):
+            c = eye + 0.62 * (corner - eye) + 0.35 * (eye - kps[2]) * np.array([1.0, 0.0])
+            cv2.circle(m, tuple(int(v) for v in np.rint(c)), max(1, int(0.16 * iod)), 1, -1)
+        bridge = (kps[0] + kps[1]) / 2
+        cv2.line(m, tuple(int(v) for v in np.rint(bridge + 0.35 * (kps[2] - bridge))),
+                 tuple(int(v) for v in np.rint(kps[2])), 1, max(1, int(0.12 * iod)))
+    return m.astype(bool)
+
+
+def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
+    """Split the reliable skin samples by lightness/colour (a tiny deterministic k-means), then
+    fit each part robustly: start from median/MAD, refit on inliers, so a frame arm or hair
+    across a cheek does not become "skin". Lightness gets extra room for shading."""
+    x = np.asarray(samples, np.float64).reshape(-1, 3)
+    if len(x) < 30:
+        return None
+    k = components if len(x) >= 60 * components else 1
+    centres = np.percentile(x, np.linspace(25, 75, k), axis=0) if k > 1 else np.median(x, axis=0)[None]
+    w = np.array([0.5, 1.0, 1.0])             # lightness counts less when splitting
+    for _ in range(6):
+        lab_ = np.argmin((((x[:, None, :] - centres[None]) * w) ** 2).sum(-1), axis=1)
+        centres = np.array([x[lab_ == j].mean(0) if (lab_ == j).any() else centres[j] for j in range(k)])
+    means, invs = [], []
+    for j in range(k):
+        part = x[lab_ == j]
+        if len(part) < max(20, 0.1 * len(x)):    # a minor cluster is an outlier, not a skin tone
+            continue
+        mean = np.median(part, axis=0)
+        sd = 1.4826 * np.median(np.abs(part - mean), axis=0) + 1e-3
+        cov = np.diag(sd ** 2)
+        for _ in range(3):
+            inl = part[_mahalanobis2(part, mean, np.linalg.inv(cov)) < 9.0]
+            if len(inl) < 20:
+                break
+            mean, cov = inl.mean(axis=0), np.cov(inl.T)
+        # Floors: a flat-lit face has tiny spread, compression noise must not turn into edges;
+        # 4x the lightness variance: shading within a tone is not an occluder.
+        cov = cov + np.diag([4.0, 4.0, 4.0])
+        cov[0, :] *= 2.0
+        cov[:, 0] *= 2.0
+        means.append(mean)
+        invs.append(cov)
+    if len(means) == 2:
+        # The penumbra between the two tones is skin too: add tones along the way.
+        a, b = means
+        ca, cb = invs
+        for t in (0.25, 0.5, 0.75):
+            means.append((1 - t) * a + t * b)
+            invs.append((1 - t) * ca + t * cb)
+    invs = [np.linalg.inv(c) for c in invs]
+    return SkinModel(np.array(means, np.float32), np.array(invs, np.float32), len(x))
+
+
+def feature_zones(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
+    """Eyes, brows, nostrils and lips, generously grown: non-skin that is the face itself."""
+    z = np.zeros(shape, np.uint8)
+    iod = max(float(np.linalg.norm(kps[1] - kps[0])), 1.0)
+    if lm68 is not None:
+        for idx in (range(36, 42), range(42, 48), range(48, 60), (31, 32, 33, 34, 35, 30)):
+            hull = cv2.convexHull(np.rint(lm68[list(idx)]).astype(np.int32))
+            cv2.fillConvexPoly(z, hull, 1)
+        for idx in (range(17, 22), range(22, 27)):
+            cv2.polylines(z, [np.rint(lm68[list(idx)]).astype(np.int32)], False, 1,
+                          thickness=max(1, round(0.16 * iod)))
+        grow = max(1, round(0.09 * iod))
+        z = cv2.dilate(z, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
+    else:
+        axes = (max(1, int(0.3 * iod)), max(1, int(0.2 * iod)))
+        up = (kps[0] + kps[1]) / 2 - kps[2]
+        for eye in kps[:2]:
+            cv2.ellipse(z, tuple(int(v) for v in eye), axes, 0, 0, 360, 1, -1)
+            cv2.ellipse(z, tuple(int(v) for v in eye + 0.45 * up), (axes[0], axes[1] // 2 + 1), 0, 0, 360, 1, -1)
+        mc = (kps[3] + kps[4]) / 2
+        mw = max(float(np.linalg.norm(kps[4] - kps[3])), 1.0)
+        cv2.ellipse(z, tuple(int(v) for v in mc), (int(0.7 * mw), int(0.4 * mw)), 0, 0, 360, 1, -1)
+        cv2.circle(z, tuple(int(v) for v in kps[2]), int(0.2 * iod), 1, -1)
+    return z.astype(bool)
+
+
+def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0) -> np.ndarray:
+    """Hard occluder map (bool) inside ``inside`` (the face's paste area), from the squared
+    skin distance ``d2`` (``SkinModel.distance2``)."""
+    thresh = (4.5 / max(sensitivity, 1e-3)) ** 2
+    d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 2.0)    # edges that do not crawl with noise
+    cand = ((d2 > thresh) & inside).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
+    if n <= 1:
+        return np.zeros(inside.shape, bool)
+    area = max(int(inside.sum()), 1)
+    outside = np.bincount(labels[cand.astype(bool) & ~zones], minlength=n)
+    comp = stats[:, cv2.CC_STAT_AREA]
+    occ = (outside >= max(3, 0.003 * area)) & (outside >= 0.15 * comp)
+    occ[0] = False
+    mask = occ[labels]
+    # Lens glare or a speck of skin colour inside an occluder is still the occluder.
+    k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+    mask = cv2.morphologyEx(mask.astype(np.uint8), cv2.MORPH_CLOSE, k).astype(bool) & inside
+    return mask
+
+
+def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:
+    """A "may swap" map that is exactly 0 on the occluder and rises outside it, so the
+    occluder itself keeps the target's pixels and the swap fades out around it."""
+    if not hard.any():
+        return np.ones(hard.shape, np.float32)
+    sigma = max(blur_px / 2.0, 0.5)
+    r = int(np.ceil(grow_px + 2.0 * sigma))
+    # The colour test runs on a lightly blurred image, so its edge lags the occluder's true edge by
+    # about a pixel: count that rim as occluder (measured: a dark hand's finger edges otherwise
+    # let 2 % of its pixels be painted).
+    hard = cv2.dilate(hard.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    m = hard.astype(np.uint8)
+    if r > 0:
+        m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
+    soft = cv2.GaussianBlur(m.astype(np.float32), (0, 0), sigma)
+    soft = np.maximum(soft, hard.astype(np.float32))
+    return np.clip(1.0 - soft, 0.0, 1.0)
+
+
+def _mahalanobis2(x: np.ndarray, mean: np.ndarray, inv_cov: np.ndarray) -> np.ndarray:
+    d = (x - mean).astype(np.float32)
+    return np.einsum("ij,ij->i", d @ inv_cov.astype(np.float32), d)

@@ -1,0 +1,56 @@
+"""Temporal smoothing of mask evidence along each track, so a still face's mask does not flicker.
+
+A face's map is the per-pixel median of its own map and those of the same track within +-N
+frames (same shot), each warped onto it by the similarity between the faces' five keypoints.
+Neighbours outside the chunk come from a pre-/post-roll read through ``ClipContext.read_frames``,
+and every frame's evidence is computed from that frame alone: a chunk's masks are the same
+whatever the chunk size and whether it runs in one go or after a resume. A median (not a mean)
+drops a one-frame blip entirely and follows an occluder that stays.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from ..faces.align import umeyama
+
+
+def patch_affine(origin, scale: float = 1.0) -> np.ndarray:
+    """frame -> map transform of a map covering a frame box from ``origin`` at ``scale``."""
+    ox, oy = (float(v) for v in origin)
+    return np.array([[scale, 0.0, -scale * ox], [0.0, scale, -scale * oy]], np.float64)
+
+
+def _h(m: np.ndarray) -> np.ndarray:
+    return np.vstack([np.asarray(m, np.float64), [0.0, 0.0, 1.0]])
+
+
+def warp_between(src_map: np.ndarray, m_src: np.ndarray, src_kps: np.ndarray, dst_shape,
+                 m_dst: np.ndarray, dst_kps: np.ndarray) -> np.ndarray:
+    """Move one face's map (frame -> map transform ``m_src``) onto another face's map space,
+    following the face (keypoints in frame coordinates); NaN where the source has no data."""
+    t = umeyama(src_kps, dst_kps) if src_kps is not dst_kps else np.array([[1, 0, 0], [0, 1, 0]], np.float32)
+    full = (_h(m_dst) @ _h(t) @ np.linalg.inv(_h(m_src)))[:2]
+    return cv2.warpAffine(src_map.astype(np.float32), full.astype(np.float32), (dst_shape[1], dst_shape[0]),
+                          flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=float("nan"))
+
+
+def window(key, clip_index: int, pool_keys: Sequence, pool_index: Sequence[int], radius: int, shot_of) -> list[int]:
+    """Pool entries of the same track within +-radius frames and the same shot."""
+    if key is None or radius <= 0:
+        return []
+    shot = shot_of(clip_index)
+    return [b for b, (k, i) in enumerate(zip(pool_keys, pool_index))
+            if k == key and abs(i - clip_index) <= radius and shot_of(i) == shot]
+
+
+def median(own: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-pixel median of ``own`` and ``others`` (same shape); where a neighbour has no data
+    (NaN, outside its map) it votes with ``own``: the NaN-aware median for 3-5 maps, cheaper."""
+    if not others:
+        return own
+    st = np.stack([own, *others])
+    st = np.where(np.isnan(st), own[None], st)
+    return np.median(st, axis=0).astype(np.float32)
