@@ -84,9 +84,14 @@ def _match(tracked: Sequence[Face], found: Sequence[Face], min_iou: float) -> li
 
 DETECT_WINDOW = 320        # px: the window around a tracked face that QA re-detects in
 WINDOW_SCALE = 2.5         # window side, in face sizes (room for tracker lag and pose)
+# A miss on the swapped frame is confirmed at a second window scale before it fails the frame:
+# MTCNN's image pyramid is coarse, and one scale can miss a face another finds (a known-good
+# swap of the sample lost 1 of 24 frames that way).
+RETRY_WINDOW_SCALE = 1.6
 
 
-def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Sequence[Face]]) -> list[list[Face]]:
+def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Sequence[Face]],
+                   window_scale: float = WINDOW_SCALE) -> list[list[Face]]:
     """Detections near each tracked face, in frame coordinates, from same-size windows (one batch)."""
     import cv2
 
@@ -95,7 +100,7 @@ def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Seq
         h, w = img.shape[:2]
         for f in fs:
             cx, cy = (f.bbox[0] + f.bbox[2]) / 2, (f.bbox[1] + f.bbox[3]) / 2
-            side = max(float(f.bbox[2] - f.bbox[0]), float(f.bbox[3] - f.bbox[1]), 8.0) * WINDOW_SCALE
+            side = max(float(f.bbox[2] - f.bbox[0]), float(f.bbox[3] - f.bbox[1]), 8.0) * window_scale
             x0, y0 = int(max(cx - side / 2, 0)), int(max(cy - side / 2, 0))
             x1, y1 = int(min(cx + side / 2, w)), int(min(cy + side / 2, h))
             if x1 - x0 < 8 or y1 - y0 < 8:
@@ -172,6 +177,15 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                            [faces[k] for k in todo] * 2) if todo else []
     seconds["detect"] = seconds.get("detect", 0.0) + time.perf_counter() - t0
     found_orig, found_swap = found[:len(todo)], found[len(todo):]
+    missed = [j for j, k in enumerate(todo)
+              if any(m is None for m in _match(faces[k], found_swap[j], th.match_iou))]
+    if missed:
+        t0 = time.perf_counter()
+        again = _detect_around(analyzer, [swapped[todo[j]] for j in missed], [faces[todo[j]] for j in missed],
+                               RETRY_WINDOW_SCALE)
+        for j, extra in zip(missed, again):
+            found_swap[j] = found_swap[j] + extra
+        seconds["detect"] = seconds.get("detect", 0.0) + time.perf_counter() - t0
 
     orig_faces: list[list[Face]] = []
     swap_faces: list[list[Face]] = []

@@ -182,5 +182,5 @@ def plot_report(report: dict) -> np.ndarray:
             x = p3.x(int(t))
             cv2.line(img, (x, p3.bottom), (x, p3.bottom + 4), INK, 1)
             _text(img, str(int(t)), (x - 4 * len(str(int(t))), p3.bottom + 14), 0.38)
-    _text(img, "frame index", (W - RIGHT - 80, H - 8), 0.4)
+    _text(img, "frame", (6, p3.bottom + 14), 0.38)
     return img

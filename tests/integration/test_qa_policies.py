@@ -55,9 +55,10 @@ def test_keep_original_and_flag_only(comfy, source_frames):
     assert len(shipped) == FRAMES
     for i in range(FRAMES):
         if i in report["reverted_frames"]:
-            # both are H.264 encodes of the same pixels: only codec noise differs
-            assert _diff(kept[i], source_frames[i]) < 1.5, i
-            assert _diff(shipped[i], source_frames[i]) > _diff(kept[i], source_frames[i]) + 0.3, i
+            # the original frame, re-encoded: codec noise only (~1.7 grey levels on this clip),
+            # well below the swapped frame flag only ships
+            assert _diff(kept[i], source_frames[i]) < 2.5, i
+            assert _diff(shipped[i], source_frames[i]) > _diff(kept[i], source_frames[i]) + 1.0, i
         else:
             assert _diff(kept[i], shipped[i]) < 1.0, i
 
