@@ -1,6 +1,7 @@
-"""QA gate: does the swapped clip show the source identity, keep the target's expression, and not flicker?
+"""QA gate: does the swapped clip show the source identity, keep the target's expression, and look
+right to a viewer?
 
-Four measurements per swapped face, all against the same recognizer that built the source model
+Per swapped face, identity measurements against the same recognizer that built the source model
 (embeddings of different recognizers are not comparable):
 
 - identity: cosine similarity of the re-detected swapped face to the source face model;
@@ -11,9 +12,14 @@ Four measurements per swapped face, all against the same recognizer that built t
 - flicker ratio: frame-to-frame change inside the face box, output over input. Talking faces
   move, so absolute change says little; the ratio says whether the swap *adds* change.
 
+and what a viewer sees: expression (``metrics_expression``: mouth opening against the target's),
+occluder overwrite, colour cast, seam, bleed, off-face paste and coverage (``metrics_image``).
+Thresholds, reasons, the decision and the policies live in ``decide``.
+
 It streams: originals and swapped frames are read chunk by chunk in lockstep, analyzer calls are
 batched per chunk, and only small per-frame records are kept, so memory does not grow with the
-clip beyond those records.
+clip beyond those records. Clip-wide steps (the expression window, reasons) run on those records
+at the end (:func:`finalize`), so a resumed run reports exactly what an uninterrupted one does.
 """
 from __future__ import annotations
 
