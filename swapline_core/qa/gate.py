@@ -258,7 +258,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 "flicker_ratio": _r(flicker), "redetected": bool(red),
                 # False: the original's re-detection missed, drift/leakage use the tracked face
                 "original_redetected": bool(ofound),
-                **{key: _r(v) for key, v in expr.items()},
+                **{key: _r(v) for key, v in expr.items()}, "expression_corr": None,   # see finalize
                 **{key: _r(img.get(key)) for key in IMAGE_KEYS},
                 "occluder_source": img.get("occluder_source"), "reasons": []})
         records.append({"frame": index, "status": "ok", "faces": face_records})
