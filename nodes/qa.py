@@ -1,68 +1,58 @@
-"""QA gate node: checks every swapped frame and reports identity, leakage, drift and flicker."""
+"""QA gate node: a thin adapter over swapline_core.qa (metrics, thresholds, decision, policies)."""
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 
 import folder_paths
 from comfy_api.latest import io, ui
 
-from ..swapline_core.video import stages as pipeline
-from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.backends.manifest import model_manifest
+from ..swapline_core.qa import gate as core_qa
+from ..swapline_core.qa.decide import compact_frames
 from ..swapline_core.qa.plot import plot_report
+from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.write import write_image
 from . import model_paths
 from .convert import check_interrupt, progress
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QAReport
 
-POLICIES = ("flag only", "keep original", "fail job")
+POLICIES = core_qa.POLICIES
 AUTO = -1.0
-# The measured defaults (QAThresholds) are for the built-in dlib recognizer; ArcFace similarities
-# live on another scale (same person ~0.4-0.8, different people < 0.2), so identity and leakage
-# limits follow the recognizer unless the user sets them.
-ARCFACE_IDENTITY = {"min_identity": 0.2, "max_leakage": 0.6}
+# Widget name -> threshold field, for the limits the node exposes (-1 = the calibrated default).
+LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_ratio", "max_mouth_delta",
+          "min_expression_corr", "max_occluder_overwrite", "max_colour_cast", "max_seam_ratio", "max_bleed",
+          "max_offface", "min_coverage")
 
 
 def thresholds_for(analyzer, **given) -> core_qa.QAThresholds:
-    base = core_qa.QAThresholds()
-    if not analyzer.recognizer_name.startswith("dlib"):
-        base = replace(base, **ARCFACE_IDENTITY)
-    return replace(base, **{k: v for k, v in given.items() if not (isinstance(v, float) and v == AUTO)})
-
-
-def compact_frames(report: dict) -> list[dict]:
-    """Per frame, the worst face's numbers: what the editor's chart needs (the JSON has it all)."""
-    out = []
-    for rec in report["frames"]:
-        faces = rec.get("faces") or []
-        ident = [f["identity"] for f in faces if f.get("identity") is not None]
-        flick = [f["flicker_ratio"] for f in faces if f.get("flicker_ratio") is not None]
-        out.append({"index": rec["frame"], "status": rec["status"], "identity": min(ident) if ident else None,
-                    "flicker_ratio": max(flick) if flick else None})
-    return out
+    """Calibrated defaults for the analyzer's recognizer; widgets left at -1 keep them."""
+    return core_qa.thresholds_for(analyzer.recognizer_name,
+                                  **{k: (None if isinstance(v, float) and v == AUTO else v) for k, v in given.items()})
 
 
 class QAGate(io.ComfyNode):
     @classmethod
     def define_schema(cls):
-        limit = "(-1 = the measured default for the analyzer's recognizer; see README 'QA thresholds')"
+        limit = "(-1 = the calibrated default for the analyzer's recognizer; docs/measurements/qa_thresholds.md)"
         return io.Schema(
             node_id="SwaplineQAGate",
             display_name="QA Gate (Swapline)",
             category=f"{CATEGORY}/qa",
             description="Checks every swapped frame: identity similarity to the source, leakage of the target's "
-                        "identity, landmark drift (expression/pose kept), temporal flicker versus the input, and "
-                        "that the swapped face is still detected. Failing frames are flagged, reverted to the "
-                        "original, or fail the job; no frame is ever dropped. Writes a JSON report and a plot.",
+                        "identity, landmark drift, flicker, expression (mouth follows the target), occluders "
+                        "painted over, colour cast, paste seams and foreign colour, off-face pastes, and "
+                        "coverage (was every tracked face swapped). A clip where nothing was swapped fails. "
+                        "Failing frames get the original frame back (default), are only flagged, or fail the "
+                        "job; no frame is ever dropped. Writes a JSON report and a plot.",
             inputs=[
                 Frames.Input("frames", tooltip="The swapped frame sequence."),
                 Faces.Input("faces", tooltip="The tracked target faces (Track Faces)."),
                 FaceModel.Input("face_model", tooltip="The source identity the swap should show."),
                 Analyzer.Input("analyzer", tooltip="Analyzer for re-detection and embeddings (same recognizer as the face model)."),
-                io.Combo.Input("policy", options=list(POLICIES), default="flag only",
-                               tooltip="Failing frames: only flag them, put the original frame back, or stop the job."),
+                io.Combo.Input("policy", options=list(POLICIES), default=core_qa.DEFAULT_POLICY,
+                               tooltip="Failing frames: put the original frame back (default: a run never ships a "
+                                       "failing frame; the report still lists them), only flag them, or stop the job."),
                 io.Float.Input("min_identity", default=AUTO, min=-1.0, max=1.0, step=0.01,
                                tooltip=f"Minimum similarity of the swapped face to the source {limit}."),
                 io.Float.Input("max_leakage", default=AUTO, min=-1.0, max=1.0, step=0.01,
@@ -75,6 +65,26 @@ class QAGate(io.ComfyNode):
                 io.Int.Input("sample_every", default=1, min=1, max=100,
                              tooltip="Evaluate every n-th frame (1 = every frame); the others are marked 'skipped'."),
                 io.String.Input("filename_prefix", default="swapline/qa", tooltip="Where the QA report JSON and plot are written in the output folder."),
+                io.Float.Input("max_mouth_delta", default=AUTO, min=-1.0, max=1.0, step=0.005,
+                               tooltip=f"Maximum difference of mouth opening to the target's, in jaw widths {limit}."),
+                io.Float.Input("min_expression_corr", default=AUTO, min=-1.0, max=1.0, step=0.05,
+                               tooltip="Minimum correlation of the result's mouth opening with the target's over a "
+                                       f"sliding window (a frozen mouth scores ~0) {limit}."),
+                io.Float.Input("max_occluder_overwrite", default=AUTO, min=-1.0, max=1.0, step=0.01,
+                               tooltip=f"Maximum share of the target's occluder pixels (glasses, hands) changed {limit}."),
+                io.Float.Input("max_colour_cast", default=AUTO, min=-1.0, max=100.0, step=0.5,
+                               tooltip=f"Maximum colour difference (delta E) of the face skin to the target's {limit}."),
+                io.Float.Input("max_seam_ratio", default=AUTO, min=-1.0, max=20.0, step=0.05,
+                               tooltip=f"Maximum edge energy on the paste boundary relative to the target {limit}."),
+                io.Float.Input("max_bleed", default=AUTO, min=-1.0, max=1.0, step=0.005,
+                               tooltip=f"Maximum share of face skin turned into a foreign colour {limit}."),
+                io.Float.Input("max_offface", default=AUTO, min=-1.0, max=5.0, step=0.01,
+                               tooltip=f"Maximum changed area outside the target's face, in face areas {limit}."),
+                io.Float.Input("min_coverage", default=AUTO, min=-1.0, max=1.0, step=0.01,
+                               tooltip=f"The job fails when a tracked face is swapped in fewer of its frames {limit}."),
+                io.Boolean.Input("allow_no_face", default=False,
+                                 tooltip="Off: a clip where no face was swapped fails ('no face swapped'). On: clips "
+                                         "without faces are acceptable and pass."),
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
@@ -83,11 +93,10 @@ class QAGate(io.ComfyNode):
         )
 
     @classmethod
-    def execute(cls, frames, faces, face_model, analyzer, policy, min_identity, max_leakage, max_landmark_drift,
-                max_flicker_ratio, require_redetection, sample_every, filename_prefix) -> io.NodeOutput:
-        th = thresholds_for(analyzer, min_identity=min_identity, max_leakage=max_leakage,
-                            max_landmark_drift=max_landmark_drift, max_flicker_ratio=max_flicker_ratio,
-                            require_redetection=require_redetection)
+    def execute(cls, frames, faces, face_model, analyzer, policy, require_redetection, sample_every,
+                filename_prefix, allow_no_face=False, **limits) -> io.NodeOutput:
+        th = thresholds_for(analyzer, require_redetection=require_redetection, allow_no_face=allow_no_face,
+                            **{k: v for k, v in limits.items() if k in LIMITS})
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         models = model_manifest(frames.model_files())
@@ -95,20 +104,29 @@ class QAGate(io.ComfyNode):
                                 sample_every=sample_every, models=models,
                                 store_root=model_paths.swapline_cache_dir())
         report["policy"] = policy
-        revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
+        try:
+            revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
+        except core_qa.QAFailedError as e:
+            # the report is written before the job stops: it says which frames failed and why
+            report["reverted_frames"] = []
+            path = cls._write(report, th, filename_prefix)[0]
+            raise core_qa.QAFailedError(e.failing, {**report["summary"], "report": path}) from None
         out = pipeline.revert_frames(frames, revert, model_paths.swapline_cache_dir(), hooks) if revert else frames
         report["reverted_frames"] = sorted(revert)
+        _, ui_data = cls._write(report, th, filename_prefix)
+        return io.NodeOutput(out, report, json.dumps(report["summary"]), ui=ui_data)
 
+    @classmethod
+    def _write(cls, report: dict, th, filename_prefix: str) -> tuple[str, dict]:
         out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
             filename_prefix, folder_paths.get_output_directory(), 1000, 420)
         stem = f"{name}_{counter:05}_qa"
         # a sink with the same prefix reuses this number: report and video of one job pair up
         report["file_index"], report["file_prefix"] = counter, filename_prefix
-        with open(os.path.join(out_dir, stem + ".json"), "w") as f:
+        path = os.path.join(out_dir, stem + ".json")
+        with open(path, "w") as f:
             json.dump(report, f, indent=1)
-        plot = plot_report(report)
-        write_image(os.path.join(out_dir, stem + ".png"), plot)
+        write_image(os.path.join(out_dir, stem + ".png"), plot_report(report))
         chart = {"decision": report["decision"], "summary": report["summary"], "thresholds": th.to_json(),
                  "frames": compact_frames(report), "report_file": os.path.join(subfolder, stem + ".json")}
-        ui_data = {"images": [ui.SavedResult(stem + ".png", subfolder, io.FolderType.output)], "swapline_qa": [chart]}
-        return io.NodeOutput(out, report, json.dumps(report["summary"]), ui=ui_data)
+        return path, {"images": [ui.SavedResult(stem + ".png", subfolder, io.FolderType.output)], "swapline_qa": [chart]}

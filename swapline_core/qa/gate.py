@@ -1,6 +1,7 @@
-"""QA gate: does the swapped clip show the source identity, keep the target's expression, and not flicker?
+"""QA gate: does the swapped clip show the source identity, keep the target's expression, and look
+right to a viewer?
 
-Four measurements per swapped face, all against the same recognizer that built the source model
+Per swapped face, identity measurements against the same recognizer that built the source model
 (embeddings of different recognizers are not comparable):
 
 - identity: cosine similarity of the re-detected swapped face to the source face model;
@@ -11,28 +12,47 @@ Four measurements per swapped face, all against the same recognizer that built t
 - flicker ratio: frame-to-frame change inside the face box, output over input. Talking faces
   move, so absolute change says little; the ratio says whether the swap *adds* change.
 
+and what a viewer sees: expression (``metrics_expression``: mouth opening against the target's),
+occluder overwrite, colour cast, seam, bleed, off-face paste and coverage (``metrics_image``).
+Thresholds, reasons, the decision and the policies live in ``decide``.
+
 It streams: originals and swapped frames are read chunk by chunk in lockstep, analyzer calls are
 batched per chunk, and only small per-frame records are kept, so memory does not grow with the
-clip beyond those records.
+clip beyond those records. Clip-wide steps (the expression window, reasons) run on those records
+at the end (:func:`finalize`), so a resumed run reports exactly what an uninterrupted one does.
 """
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import cv2
 import numpy as np
 
-from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
 from ..errors import SwaplineError
-from ..types import Face, FaceSet, SourceIdentity
 from ..faces.tracking import iou
-
-FORMAT = "swapline.qa.v1"
-POLICIES = ("flag only", "keep original", "fail job")
-METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio")
+from ..types import Face, FaceSet, SourceIdentity
+from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
+from .decide import (  # noqa: F401
+    DEFAULT_POLICY,
+    FORMAT,
+    METRICS,
+    POLICIES,
+    QAAccumulator,
+    QAFailedError,
+    QAThresholds,
+    apply_policy,
+    face_reasons,
+    format_frames,
+    frame_status,
+    merge_chunk,
+    thresholds_for,
+)
+from .decide import r as _r
+from .metrics_expression import add_window_correlation, expression_values
+from .metrics_image import image_metrics
 
 # Flicker is a ratio of mean absolute differences (0..255 grey levels). Added to both sides so a
 # near-static face (codec noise only, ~0.5 levels) does not turn a tiny absolute change into a
@@ -43,76 +63,6 @@ FLICKER_EPS = 1.0
 # reference: MTCNN occasionally returns half a face (frame 4 of the sample clip: IoU 0.45 with the
 # tracked box, inter-ocular 27 px instead of 65) and comparing to that would blame the swap.
 ORIGINAL_MATCH_IOU = 0.5
-
-
-@dataclass(frozen=True)
-class QAThresholds:
-    """Per-face limits; a frame fails when any of its faces breaks any limit.
-
-    Measured with the built-in analyzer (MTCNN + dlib ResNet, recognizer ``dlib_resnet_v1``) on
-    ``assets/samples/kling_avatar_clip.mp4`` (48 frames, one face, tracked in "largest" mode)
-    swapped to ``assets/samples/source_face.png``, every frame evaluated:
-
-    ====================  ============================  ==========================  =========
-    metric                classical swap (default)      known-bad versions          default
-    ====================  ============================  ==========================  =========
-    identity              median 0.902, p5 0.894,       unswapped 0.835-0.874,      0.85 min
-                          min 0.891                     noise 0.846-0.878,
-                                                        blur 0.869-0.898
-    leakage               median 0.832, p95 0.855,      unswapped: 47 frames 1.000, 0.92 max
-                          max 0.866                     one 0.921
-    landmark drift        median 0.126, p95 0.149,      (not re-detected)           0.25 max
-                          max 0.166
-    flicker ratio         median 1.31, p95 2.20,        noise: median 6.2,          3.5 max
-                          max 2.73                      min 3.1
-    re-detected           48/48                         noise 0/48, blur 1/48       required
-    ====================  ============================  ==========================  =========
-
-    The defaults sit outside everything the classical swap produced (identity 0.04 below its
-    minimum, leakage 0.05 above its maximum, drift 1.5x and flicker 1.3x its maximum), leaving
-    room for clip-to-clip variation (one clip is all that was measured), and still catch the
-    failure modes: no change (leakage), a destroyed face (re-detection, flicker). The classical swap's drift is mostly the nose point
-    (~0.3 inter-ocular): the source's nose texture, warped onto the target's landmarks, reads as
-    a turned nose to MTCNN.
-
-    dlib's similarity scale is compressed: the unswapped avatar already scores 0.85 against the
-    source and a noise patch 0.86, so identity alone barely separates a swap from none here;
-    leakage and re-detection carry those cases. Other recognizers (InsightFace ArcFace) use
-    a different scale: measure again before reusing these numbers with them.
-    """
-    min_identity: float = 0.85
-    max_leakage: float = 0.92
-    max_landmark_drift: float = 0.25
-    max_flicker_ratio: float = 3.5
-    require_redetection: bool = True
-    max_fail_fraction: float = 0.0   # decision "fail" when failing/evaluated frames exceed this
-    match_iou: float = 0.3           # a re-detected face belongs to a tracked face above this IoU
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-class QAFailedError(SwaplineError):
-    def __init__(self, failing: Sequence[int], summary: dict):
-        self.failing = list(failing)
-        super().__init__(
-            f"QA failed on {len(self.failing)} of {summary.get('evaluated', '?')} evaluated frames: "
-            f"{format_frames(self.failing)}. Inspect the QA report, lower the thresholds, or set the "
-            "policy to 'keep original' or 'flag only'.")
-
-
-def format_frames(indices: Iterable[int], limit: int = 40) -> str:
-    """'3-7, 12, 20-21' style, truncated: error messages must stay readable for long clips."""
-    idx = sorted({int(i) for i in indices})
-    runs: list[list[int]] = []
-    for i in idx:
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    runs_s = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
-    more = f" (+{len(runs_s) - limit} more ranges)" if len(runs_s) > limit else ""
-    return ", ".join(runs_s[:limit]) + more if runs_s else "none"
 
 
 def check_recognizer(source: SourceIdentity, analyzer) -> None:
@@ -140,9 +90,14 @@ def _match(tracked: Sequence[Face], found: Sequence[Face], min_iou: float) -> li
 
 DETECT_WINDOW = 320        # px: the window around a tracked face that QA re-detects in
 WINDOW_SCALE = 2.5         # window side, in face sizes (room for tracker lag and pose)
+# A miss on the swapped frame is confirmed at a second window scale before it fails the frame:
+# MTCNN's image pyramid is coarse, and one scale can miss a face another finds (a known-good
+# swap of the sample lost 1 of 24 frames that way).
+RETRY_WINDOW_SCALE = 1.6
 
 
-def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Sequence[Face]]) -> list[list[Face]]:
+def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Sequence[Face]],
+                   window_scale: float = WINDOW_SCALE) -> list[list[Face]]:
     """Detections near each tracked face, in frame coordinates, from same-size windows (one batch)."""
     import cv2
 
@@ -151,7 +106,7 @@ def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Seq
         h, w = img.shape[:2]
         for f in fs:
             cx, cy = (f.bbox[0] + f.bbox[2]) / 2, (f.bbox[1] + f.bbox[3]) / 2
-            side = max(float(f.bbox[2] - f.bbox[0]), float(f.bbox[3] - f.bbox[1]), 8.0) * WINDOW_SCALE
+            side = max(float(f.bbox[2] - f.bbox[0]), float(f.bbox[3] - f.bbox[1]), 8.0) * window_scale
             x0, y0 = int(max(cx - side / 2, 0)), int(max(cy - side / 2, 0))
             x1, y1 = int(min(cx + side / 2, w)), int(min(cy + side / 2, h))
             if x1 - x0 < 8 or y1 - y0 < 8:
@@ -187,37 +142,30 @@ def _fresh(face: Face) -> Face:
     return face.copy(embedding=None, landmarks=None, bbox=face.bbox.copy(), kps=face.kps.copy())
 
 
-def _r(v: float | None, nd: int = 4) -> float | None:
-    return None if v is None or not np.isfinite(v) else round(float(v), nd)
-
-
-def _reasons(th: QAThresholds, redetected: bool, identity, leakage, drift, flicker) -> list[str]:
-    out = []
-    if th.require_redetection and not redetected:
-        out.append("swapped face not re-detected")
-    if identity is None or identity < th.min_identity:
-        out.append(f"identity {_r(identity, 3)} < {th.min_identity:g}")
-    if leakage is not None and leakage > th.max_leakage:
-        out.append(f"leakage {leakage:.3f} > {th.max_leakage:g}")
-    if drift is not None and drift > th.max_landmark_drift:
-        out.append(f"landmark drift {drift:.3f} > {th.max_landmark_drift:g}")
-    if flicker is not None and np.isfinite(flicker) and flicker > th.max_flicker_ratio:
-        out.append(f"flicker ratio {flicker:.2f} > {th.max_flicker_ratio:g}")
-    return out
+def _landmarks(analyzer, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
+    """68 points where the embed call did not leave them (the built-in analyzer does)."""
+    missing = [[f for f in fs if f.landmarks is None] for fs in faces]
+    if any(missing) and getattr(analyzer, "supports_landmarks", hasattr(analyzer, "landmarks68")):
+        analyzer.landmarks68(images, missing)
 
 
 # Long (90 lines) on purpose: batched detect, batched embed and the per-frame records share six per-frame lists.
 def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
                    faces: Sequence[Sequence[Face]], source: SourceIdentity, prev: tuple | None = None,
                    first_index: int = 0, thresholds: QAThresholds | None = None,
-                   sample_every: int = 1, seconds: dict | None = None, cuts: Sequence[int] = ()) -> list[dict]:
-    """One record per frame of the chunk.
+                   sample_every: int = 1, seconds: dict | None = None,
+                   occluders: Callable | None = None, cuts: Sequence[int] = ()) -> list[dict]:
+    """One record per frame of the chunk, with the raw per-face metrics (reasons and status are
+    filled by :func:`finalize`, which needs the whole clip for the expression window).
 
     ``faces`` are the tracked target faces (what the swapper was given); ``prev`` is the last
     (original, swapped) frame pair of the previous chunk so flicker is continuous across chunk
     borders. Frames not on the ``sample_every`` grid are "skipped" but still serve as the
-    previous frame for flicker. ``seconds`` (optional) accumulates detect/embed time. ``cuts``:
-    clip indices where a new shot starts; flicker is not measured across a cut (no previous frame).
+    previous frame for flicker. ``seconds`` (optional) accumulates detect/embed time.
+    ``occluders(frame_index, original_frame, face)`` (optional) returns the target's occluder mask
+    for one face (full frame, bool or 0..1), e.g. from the mask stack; without it the gate uses
+    its own estimate (:func:`metrics_image.estimate_occluder`). ``cuts``: clip indices where a new
+    shot starts; flicker is not measured across a cut (no previous frame).
     """
     seconds = seconds if seconds is not None else {}
     check_recognizer(source, analyzer)
@@ -237,6 +185,15 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                            [faces[k] for k in todo] * 2) if todo else []
     seconds["detect"] = seconds.get("detect", 0.0) + time.perf_counter() - t0
     found_orig, found_swap = found[:len(todo)], found[len(todo):]
+    missed = [j for j, k in enumerate(todo)
+              if any(m is None for m in _match(faces[k], found_swap[j], th.match_iou))]
+    if missed:
+        t0 = time.perf_counter()
+        again = _detect_around(analyzer, [swapped[todo[j]] for j in missed], [faces[todo[j]] for j in missed],
+                               RETRY_WINDOW_SCALE)
+        for j, extra in zip(missed, again):
+            found_swap[j] = found_swap[j] + extra
+        seconds["detect"] = seconds.get("detect", 0.0) + time.perf_counter() - t0
 
     orig_faces: list[list[Face]] = []
     swap_faces: list[list[Face]] = []
@@ -254,11 +211,14 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         orig_found.append([o is not None for o in m_orig])
     t0 = time.perf_counter()
     if todo:
-        analyzer.embed([originals[k] for k in todo] + [swapped[k] for k in todo], orig_faces + swap_faces)
+        imgs = [originals[k] for k in todo] + [swapped[k] for k in todo]
+        analyzer.embed(imgs, orig_faces + swap_faces)
+        _landmarks(analyzer, imgs, orig_faces + swap_faces)
     seconds["embed"] = seconds.get("embed", 0.0) + time.perf_counter() - t0
 
     records: list[dict] = []
     j = 0
+    t0 = time.perf_counter()
     for k in range(n):
         index = first_index + k
         if index % step != 0:
@@ -289,74 +249,80 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 d_out = _box_diff(swapped[k], prev_s, t.bbox)
                 d_in = _box_diff(originals[k], prev_o, t.bbox)
                 flicker = (d_out + FLICKER_EPS) / (d_in + FLICKER_EPS)
-            reasons = _reasons(th, red, identity, leakage, drift, flicker)
+            img = {}
+            if o.landmarks is not None:
+                occ = occluders(index, originals[k], t) if occluders is not None else None
+                img = image_metrics(originals[k], swapped[k], o.landmarks, occ)
+            expr = expression_values(o.landmarks, s.landmarks if red else None)
+            changed = img.get("changed")
             face_records.append({
                 "track_id": t.track_id, "bbox": [round(float(v), 1) for v in t.bbox],
+                "swapped": True, "changed": _r(changed),     # "swapped" is decided in finalize
                 "identity": _r(identity), "leakage": _r(leakage), "landmark_drift": _r(drift),
                 "flicker_ratio": _r(flicker), "redetected": bool(red),
                 # False: the original's re-detection missed, drift/leakage use the tracked face
-                "original_redetected": bool(ofound), "reasons": reasons})
-        status = "fail" if any(f["reasons"] for f in face_records) else "ok"
-        records.append({"frame": index, "status": status, "faces": face_records})
+                "original_redetected": bool(ofound),
+                **{key: _r(v) for key, v in expr.items()}, "expression_corr": None,   # see finalize
+                **{key: _r(img.get(key)) for key in IMAGE_KEYS},
+                "occluder_source": img.get("occluder_source"), "reasons": []})
+        records.append({"frame": index, "status": "ok", "faces": face_records})
         j += 1
+    seconds["pixels"] = seconds.get("pixels", 0.0) + time.perf_counter() - t0
     return records
 
 
-# -- accumulation and report ----------------------------------------------------------------
-class QAAccumulator:
-    """Collects per-frame records; holds only those small dicts and the metric values."""
+IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio", "bleed", "offface")
 
-    def __init__(self) -> None:
-        self.records: list[dict] = []
-        self.values: dict[str, list[float]] = {m: [] for m in METRICS}
 
-    def add(self, records: Iterable[dict]) -> None:
-        for rec in records:
-            self.records.append(rec)
-            for f in rec["faces"]:
-                for m in METRICS:
-                    if f.get(m) is not None:
-                        self.values[m].append(float(f[m]))
+def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None) -> list[dict]:
+    """Clip-wide steps on the raw records (in place): expression window, reasons, frame status.
 
-    def failing_frames(self) -> list[int]:
-        return [r["frame"] for r in self.records if r["status"] == "fail"]
-
-    def summary(self, max_fail_fraction: float = 0.0) -> dict:
-        counts = {s: 0 for s in ("ok", "fail", "no_face", "skipped")}
-        for r in self.records:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
-        evaluated = counts["ok"] + counts["fail"]
-        fraction = counts["fail"] / evaluated if evaluated else 0.0
-        stats = {}
-        for m, vals in self.values.items():
-            if vals:
-                a = np.asarray(vals, np.float64)
-                stats[m] = {"n": len(vals), "mean": _r(a.mean()), "median": _r(np.median(a)),
-                            "p5": _r(np.percentile(a, 5)), "p95": _r(np.percentile(a, 95)),
-                            "min": _r(a.min()), "max": _r(a.max())}
+    ``skipped`` = {frame: {track_id: reason}} from the swap stage: an unswapped face the swapper
+    refused on purpose is left untouched, which is safe, so it is counted (coverage) but does not
+    fail its frame.
+    """
+    add_window_correlation(records, th.expression_window)
+    for rec in records:
+        if rec["status"] in ("skipped", "no_face"):
+            continue
+        for f in rec["faces"]:
+            # A face whose hull the result hardly changed was not swapped: its quality metrics
+            # would judge the target itself, so only coverage counts it.
+            f["swapped"] = bool(f.get("changed") is None or f["changed"] >= th.min_changed)
+            why = (skipped or {}).get(rec["frame"], {}).get(f.get("track_id"))
+            if not f.get("swapped") and why:
+                f["skip_reason"] = why
+                f["reasons"] = []
             else:
-                stats[m] = {"n": 0}
-        redetected = [f["redetected"] for r in self.records for f in r["faces"]]
-        return {"frames": len(self.records), **counts, "evaluated": evaluated,
-                "fail_fraction": round(fraction, 4), "failing_frames": self.failing_frames(),
-                "redetection_rate": _r(np.mean(redetected)) if redetected else None,
-                "metrics": stats,
-                "decision": "fail" if counts["fail"] and fraction > max_fail_fraction else "pass"}
+                f["reasons"] = face_reasons(th, f)
+        rec["status"] = frame_status(rec["faces"])
+    return records
 
-    def report(self, thresholds: QAThresholds, models: list[dict] | None = None) -> dict:
-        summary = self.summary(thresholds.max_fail_fraction)
-        return {"format": FORMAT, "decision": summary["decision"], "summary": summary,
-                "thresholds": thresholds.to_json(), "models": list(models or []), "frames": self.records}
+
+def evaluate_frames(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
+                    faces: Sequence[Sequence[Face]], source: SourceIdentity,
+                    thresholds: QAThresholds | None = None, occluders: Callable | None = None,
+                    skipped: dict | None = None) -> dict:
+    """The full report for frames held in memory (still images, calibration, tests)."""
+    th = thresholds or QAThresholds()
+    acc = QAAccumulator()
+    acc.add(finalize(evaluate_chunk(analyzer, originals, swapped, faces, source, None, 0, th,
+                                    occluders=occluders), th, skipped))
+    return acc.report(th, skipped=skipped)
 
 
 def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, analyzer,
            thresholds: QAThresholds | None = None, hooks=None, sample_every: int = 1,
-           models: list[dict] | None = None, store_root: str | None = None) -> dict:
+           models: list[dict] | None = None, store_root: str | None = None,
+           occluders: Callable | None = None, skipped: dict | None = None) -> dict:
     """Stream both sequences chunk by chunk and return the full QA report.
 
     ``seq_original`` is usually ``dataclasses.replace(seq_swapped, layers=())``. With
-    ``store_root``, each chunk's records are stored as they are made, so a re-run after an
-    interrupt or a crash evaluates only the chunks not done yet and reports the same.
+    ``store_root``, each chunk's raw records are stored as they are made, so a re-run after an
+    interrupt or a crash evaluates only the chunks not done yet and reports the same (the
+    clip-wide steps run on the records afterwards, see :func:`finalize`). ``occluders`` and
+    ``skipped``: see :func:`evaluate_chunk` and :func:`finalize`; an ``occluders`` callable
+    should carry a ``key`` attribute (what its masks depend on) for the resume key.
     """
     th = thresholds or QAThresholds()
     step = max(1, int(sample_every))
@@ -375,7 +341,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     if store_root is not None:
         key = stage_key("qa", seq_original.key, seq_swapped.key, faces_key(faces),
                         stage_key(source.embedding.round(5).tolist()), getattr(analyzer, "name", None),
-                        model_stamp(analyzer), th.to_json(), step)
+                        model_stamp(analyzer), th.to_json(), step,
+                        None if occluders is None else getattr(occluders, "key", repr(occluders)))
         store = ChunkStore(store_root, key, {"stage": "qa"})
     acc = QAAccumulator()
     seconds: dict = {"decode": 0.0}
@@ -400,7 +367,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
             raise ValueError(f"chunk {c}: {len(orig)} original frames but {len(swp)} swapped")
         rng = seq_swapped.chunk_range(c)
         records = evaluate_chunk(analyzer, orig, swp, [faces.frames[i].faces for i in rng], source,
-                                 prev, rng.start, th, sample_every, seconds, cuts=frozenset(faces.cuts))
+                                 prev, rng.start, th, sample_every, seconds, occluders,
+                                 cuts=frozenset(getattr(faces, "cuts", ())))
         if store is not None:
             store.save(c, {"records": np.frombuffer(json.dumps(records).encode(), np.uint8)})
         acc.add(records)
@@ -412,34 +380,11 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         raise ValueError(f"QA read {len(acc.records)} frames but the clip has {seq_swapped.count}")
     models = models if models is not None else [
         {"role": "qa_analyzer", "name": getattr(analyzer, "name", "?"), "recognizer": analyzer.recognizer_name}]
-    rep = acc.report(th, models)
+    finalize(acc.records, th, skipped)
+    rep = acc.report(th, models, skipped)
     rep["sample_every"] = step
     rep["seconds"] = {k: round(v, 3) for k, v in seconds.items()}
     rep["chunks_resumed"] = resumed
     return rep
 
 
-# -- policy ---------------------------------------------------------------------------------
-def apply_policy(policy: str, report: dict) -> set[int]:
-    """Frame indices whose output should be replaced by the original frame.
-
-    "flag only": none; "keep original": every failing frame (even when the decision passes under
-    ``max_fail_fraction``, a bad frame is still better replaced); "fail job": raise when the
-    decision is "fail". Frames are replaced, never dropped, so the frame count always holds.
-    """
-    if policy not in POLICIES:
-        raise ValueError(f"unknown QA policy {policy!r}; expected one of {POLICIES}")
-    failing = [r["frame"] for r in report["frames"] if r["status"] == "fail"]
-    if policy == "keep original":
-        return set(failing)
-    if policy == "fail job" and report["decision"] == "fail":
-        raise QAFailedError(failing, report["summary"])
-    return set()
-
-
-def merge_chunk(first_index: int, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
-                keep_original: set[int]) -> list[np.ndarray]:
-    """The output chunk under a policy: one frame out per frame in, originals where chosen."""
-    if len(originals) != len(swapped):
-        raise ValueError(f"{len(originals)} original frames but {len(swapped)} swapped")
-    return [o if first_index + k in keep_original else s for k, (o, s) in enumerate(zip(originals, swapped))]

@@ -1,4 +1,5 @@
-"""The QA report as a picture: identity/leakage and flicker ratio over frame index.
+"""The QA report as a picture over frame index: identity/leakage, flicker ratio, and one line per
+pixel/expression metric as its "load" (value relative to its limit: above 1 fails).
 
 Drawn with OpenCV, which the pack already needs, rather than matplotlib (not a dependency and
 heavy to import inside ComfyUI). Where a frame has several faces the worst one is plotted (lowest
@@ -11,13 +12,17 @@ import math
 import cv2
 import numpy as np
 
-W, H = 1000, 420
+W, H = 1000, 620
 LEFT, RIGHT, TOP, GAP, BOTTOM = 64, 16, 52, 40, 40
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # RGB (the image is returned RGB, cv2 only sees numbers)
 BG, INK, GRID = (255, 255, 255), (40, 40, 40), (225, 225, 225)
 BLUE, ORANGE, GREEN, RED = (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40)
 FAIL_BAND = (250, 215, 215)
+# one colour per load metric (decide.LOAD_METRICS order)
+LOAD_COLORS = ((148, 103, 189), (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34),
+               (23, 190, 207), (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40))
+LOAD_CAP = 3.0
 
 
 def _worst(report: dict, metric: str, pick) -> list[float | None]:
@@ -114,7 +119,8 @@ def _range(values, extra, lo_pad, hi_pad, floor=None, ceil=None):
 
 
 def plot_report(report: dict) -> np.ndarray:
-    """RGB uint8 image (420 x 1000) of a report from :func:`swapline_core.qa.run_qa`."""
+    """RGB uint8 image (620 x 1000) of a report from :func:`swapline_core.qa.run_qa`."""
+    from .decide import LOAD_METRICS, compact_frames
     img = np.full((H, W, 3), BG, np.uint8)
     th = report.get("thresholds", {})
     frames = report["frames"]
@@ -127,20 +133,37 @@ def plot_report(report: dict) -> np.ndarray:
     s = report.get("summary", {})
     title = (f"QA {report.get('decision', '?').upper()}: {s.get('ok', 0)} ok, {s.get('fail', 0)} failing, "
              f"{s.get('no_face', 0)} without face, {s.get('skipped', 0)} skipped of {n} frames")
+    if s.get("decision_reasons"):
+        title += " - " + "; ".join(s["decision_reasons"])[:60]
     _text(img, title, (LEFT, 22), 0.55, RED if report.get("decision") == "fail" else GREEN, 1)
 
-    plot_h = (H - TOP - GAP - BOTTOM) // 2
-    top1, top2 = TOP, TOP + plot_h + GAP
+    plot_h = (H - TOP - 2 * GAP - BOTTOM) // 3
+    top1, top2, top3 = TOP, TOP + plot_h + GAP, TOP + 2 * (plot_h + GAP)
     lims = [th[k] for k in ("min_identity", "max_leakage") if k in th]
     lo, hi = _range(ident + leak, lims or [0.0, 1.0], 0.03, 0.06, -1.0, 1.0)
     p1 = _Panel(img, top1, top1 + plot_h, n, lo, hi, "similarity")
     p2_hi = _range(flick, [th.get("max_flicker_ratio", 1.0), 1.0], 0, 0.5)[1]
     p2 = _Panel(img, top2, top2 + plot_h, n, 0.0, p2_hi, "flicker ratio")
+    p3 = _Panel(img, top3, top3 + plot_h, n, 0.0, LOAD_CAP, "metric / its limit (above 1 fails)")
     for i in failing:
-        p1.band(i, FAIL_BAND)
-        p2.band(i, FAIL_BAND)
-    p1.frame()
-    p2.frame()
+        for p in (p1, p2, p3):
+            p.band(i, FAIL_BAND)
+    for p in (p1, p2, p3):
+        p.frame()
+    p3.threshold(1.0, RED)
+    compact = compact_frames(report)
+    legend = []
+    for (metric, _, _), color in zip(LOAD_METRICS, LOAD_COLORS):
+        vals = [None if c["loads"].get(metric) is None else min(c["loads"][metric], LOAD_CAP) for c in compact]
+        if any(v is not None for v in vals):
+            p3.series(vals, color, failing)
+            legend.append((metric.replace("_", " "), color, False))
+    # the legend of the lower panel goes below it: ten metrics do not fit above
+    x, y = LEFT, p3.bottom + 30
+    for label, color, _ in legend:
+        cv2.line(img, (x, y - 4), (x + 18, y - 4), color, 2, cv2.LINE_AA)
+        _text(img, label, (x + 22, y), 0.36)
+        x += 30 + 7 * len(label)
     if "min_identity" in th:
         p1.threshold(th["min_identity"], BLUE)
     if "max_leakage" in th:
@@ -156,8 +179,8 @@ def plot_report(report: dict) -> np.ndarray:
 
     for t in _nice_ticks(0, max(n - 1, 1), 10):
         if t == int(t) and t < n:
-            x = p2.x(int(t))
-            cv2.line(img, (x, p2.bottom), (x, p2.bottom + 4), INK, 1)
-            _text(img, str(int(t)), (x - 4 * len(str(int(t))), p2.bottom + 16), 0.38)
-    _text(img, "frame index", (W // 2 - 40, H - 8), 0.45)
+            x = p3.x(int(t))
+            cv2.line(img, (x, p3.bottom), (x, p3.bottom + 4), INK, 1)
+            _text(img, str(int(t)), (x - 4 * len(str(int(t))), p3.bottom + 14), 0.38)
+    _text(img, "frame", (6, p3.bottom + 14), 0.38)
     return img

@@ -4,7 +4,7 @@
 import { app } from "../../../scripts/app.js";
 
 const README_MODELS = "https://github.com/swapline/comfyui-swapline#models";
-const CHART_H = 140;   // chart drawing height inside its widget
+const CHART_H = 170;   // chart drawing height inside its widget
 const MARGIN = 15;     // LiteGraph's widget margin
 
 const LG = () => globalThis.LiteGraph ?? {};
@@ -68,6 +68,9 @@ function growToFit(node) {
   if (min && node.size[1] < min[1]) node.setSize([Math.max(node.size[0], min[0]), min[1]]);
 }
 
+const LOAD_COLORS = ["#b48cf2", "#d08770", "#f28cc8", "#a3a9b5", "#c8c83a", "#3ac8d8", "#6aa8ff", "#ff9f45",
+  "#8fd16a", "#ff6b6b"];
+
 function drawQAChart(ctx, report, width, height) {
   const frames = report.frames || [];
   const th = report.thresholds || {};
@@ -81,6 +84,13 @@ function drawQAChart(ctx, report, width, height) {
     ["identity", "#5fd3a0", (f) => f.identity],
     ["flicker/3", "#f2b441", (f) => (f.flicker_ratio == null ? null : Math.min(f.flicker_ratio / 3, 1))],
   ];
+  // One line per pixel/expression metric, drawn as value/limit at half height: crossing the
+  // dashed "limit" line means the metric fails that frame.
+  const loadNames = [...new Set(frames.flatMap((f) => Object.keys(f.loads || {})))];
+  loadNames.forEach((name, k) => {
+    const get = (f) => (f.loads?.[name] == null ? null : Math.min(f.loads[name] / 2, 1));
+    series.push([name.replace(/_/g, " "), LOAD_COLORS[k % LOAD_COLORS.length], get]);
+  });
   for (const [, color, get] of series) {
     ctx.strokeStyle = color;
     ctx.beginPath();
@@ -94,6 +104,10 @@ function drawQAChart(ctx, report, width, height) {
     ctx.stroke();
   }
   ctx.setLineDash([4, 4]);
+  if (loadNames.length) {
+    ctx.strokeStyle = "#e5484d";
+    ctx.beginPath(); ctx.moveTo(pad, ys(0.5)); ctx.lineTo(width - pad, ys(0.5)); ctx.stroke();
+  }
   if (th.min_identity != null) {
     ctx.strokeStyle = "#5fd3a0";
     ctx.beginPath(); ctx.moveTo(pad, ys(th.min_identity)); ctx.lineTo(width - pad, ys(th.min_identity)); ctx.stroke();
@@ -111,12 +125,15 @@ function drawQAChart(ctx, report, width, height) {
   ctx.font = "11px sans-serif";
   ctx.textBaseline = "middle";
   let lx = pad;
+  let ly = 8;
   for (const [name, color] of series) {
+    const step = 24 + ctx.measureText(name).width;
+    if (lx + step > width - pad) { lx = pad; ly += 12; }   // wrap: up to a dozen lines
     ctx.fillStyle = color;
-    ctx.fillRect(lx, 8, 10, 3);
+    ctx.fillRect(lx, ly, 10, 3);
     ctx.fillStyle = "#c8ccd4";
-    ctx.fillText(name, lx + 14, 10);
-    lx += 24 + ctx.measureText(name).width;
+    ctx.fillText(name, lx + 14, ly + 2);
+    lx += step;
   }
   const failing = report.summary?.fail ?? frames.filter((f) => f.status === "fail").length;
   ctx.textAlign = "center";
@@ -138,7 +155,9 @@ function frameText(f) {
   if (f.identity != null) parts.push(`identity ${f.identity.toFixed(3)}`);
   if (f.flicker_ratio != null) parts.push(`flicker ${f.flicker_ratio.toFixed(2)}`);
   for (const [k, v] of Object.entries(f)) {
-    if (!["index", "status", "identity", "flicker_ratio"].includes(k) && v != null) {
+    if (k === "loads") {
+      for (const [m, l] of Object.entries(v || {})) parts.push(`${m} ${(+l).toFixed(2)}x limit`);
+    } else if (!["index", "status", "identity", "flicker_ratio"].includes(k) && v != null) {
       parts.push(`${k} ${typeof v === "number" ? +v.toFixed(3) : JSON.stringify(v)}`);
     }
   }

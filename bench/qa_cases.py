@@ -1,0 +1,214 @@
+"""Known-good and known-bad swap outputs of a real clip, for QA calibration and tests.
+
+Every case is built from the real sample clip's frames and the classical swap of it, each
+with one specific defect (or none), so each QA metric can be checked against the defect it is
+meant to see. Used by ``bench/calibrate_qa.py`` (thresholds) and ``tests/unit/qa`` (each
+known-bad case is caught by its own metric; known-good cases pass).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import cv2
+import numpy as np
+
+from swapline_core.qa.metrics_image import (
+    _crop_box,
+    estimate_occluder,
+    face_regions,
+    lab,
+)
+from swapline_core.types import Face, SourceIdentity
+
+# case name -> the metric that must catch it ("coverage": the job-level decision)
+BAD_CASES = {
+    "occluder_painted": "occluder_overwrite",
+    "mouth_frozen_to_source": "expression",
+    "pasted_off_face": "offface",
+    "colour_cast": "colour_cast",
+    "seam_ring": "seam_ratio",
+    "colour_bleed": "bleed",
+    "no_swap": "coverage",
+    "classical_today": "occluder_overwrite",
+}
+GOOD_CASES = ("improved_swap", "improved_swap_feather")
+
+
+@dataclasses.dataclass
+class Clip:
+    originals: list[np.ndarray]
+    classical: list[np.ndarray]
+    faces: list[list[Face]]            # tracked faces, with 68 landmarks of the target
+    source: SourceIdentity
+
+
+def _full_masks(frame: np.ndarray, lm: np.ndarray) -> dict[str, np.ndarray]:
+    """Full-frame float masks of one face: hull, skin, occluder estimate, lips, size."""
+    h, w = frame.shape[:2]
+    x0, y0, x1, y1 = _crop_box(lm, (h, w))
+    crop = frame[y0:y1, x0:x1]
+    reg = face_regions(crop.shape[:2], lm - np.array([x0, y0], np.float32))
+    occ = estimate_occluder(lab(crop), reg)
+    lips = np.zeros(crop.shape[:2], np.uint8)
+    g = max(1, round(0.06 * reg["size"]))
+    cv2.fillConvexPoly(lips, cv2.convexHull(np.round(lm[48:60] - [x0, y0]).astype(np.int32)), 1)
+    lips = cv2.dilate(lips, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1,) * 2)).astype(bool)
+    out = {}
+    for name, m in (("hull", reg["hull"]), ("skin", reg["hull"] & ~reg["features"] & ~occ),
+                    ("occluder", occ), ("lips", lips)):
+        full = np.zeros((h, w), np.float32)
+        full[y0:y1, x0:x1] = m
+        out[name] = full
+    out["size"] = reg["size"]
+    return out
+
+
+def _feather(mask: np.ndarray, px: float) -> np.ndarray:
+    k = max(1, int(px)) * 2 + 1
+    return cv2.GaussianBlur(mask.astype(np.float32), (k, k), 0)
+
+
+def _blend(base: np.ndarray, top: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    a = np.clip(alpha, 0, 1)[..., None]
+    return np.clip(base.astype(np.float32) * (1 - a) + top.astype(np.float32) * a + 0.5, 0, 255).astype(np.uint8)
+
+
+def improved(o: np.ndarray, c: np.ndarray, faces: list[Face], feather: float = 0.02) -> np.ndarray:
+    """The classical swap with the target's occluders and mouth put back (what the mask stack is
+    for): the known-good reference."""
+    out = c
+    for f in faces:
+        m = _full_masks(o, f.landmarks)
+        keep = np.maximum(cv2.dilate(m["occluder"], np.ones((5, 5), np.uint8)), m["lips"])
+        out = _blend(out, o, _feather(keep, feather * m["size"]))
+    return out
+
+
+def _per_frame(clip: Clip, fn: Callable) -> list[np.ndarray]:
+    return [fn(k, o, c, fs) for k, (o, c, fs) in enumerate(zip(clip.originals, clip.classical, clip.faces))]
+
+
+def build_cases(clip: Clip) -> dict[str, list[np.ndarray]]:
+    """Every case as a list of frames (same length as the clip)."""
+    good = _per_frame(clip, lambda k, o, c, fs: improved(o, c, fs))
+    cases: dict[str, list[np.ndarray]] = {"improved_swap": good,
+                                          "improved_swap_feather": _per_frame(
+                                              clip, lambda k, o, c, fs: improved(o, c, fs, 0.06))}
+    src, sf = clip.source.image, clip.source.face
+
+    def occluder_painted(k, o, c, fs):
+        out = good[k]
+        for f in fs:
+            m = _full_masks(o, f.landmarks)
+            skin = np.median(out[m["skin"] > 0.5], axis=0)
+            out = _blend(out, np.broadcast_to(skin, out.shape), _feather(m["occluder"], 1.5))
+        return out
+
+    def mouth_frozen(k, o, c, fs):
+        # The source's mouth, placed by the mouth corners and nose tip: its opening stays the
+        # source's whatever the target says (a swapper that ignores the target's expression).
+        out = good[k]
+        for f in fs:
+            m = _full_masks(o, f.landmarks)
+            idx = [48, 54, 33]
+            a, _ = cv2.estimateAffinePartial2D(sf.landmarks[idx].astype(np.float32), f.landmarks[idx].astype(np.float32))
+            warped = cv2.warpAffine(src, a, (o.shape[1], o.shape[0]), flags=cv2.INTER_LINEAR,
+                                    borderMode=cv2.BORDER_REFLECT)
+            src_lips = np.zeros(src.shape[:2], np.float32)
+            cv2.fillConvexPoly(src_lips, cv2.convexHull(np.round(sf.landmarks[48:60]).astype(np.int32)), 1.0)
+            mask = cv2.warpAffine(src_lips, a, (o.shape[1], o.shape[0]))
+            mask = cv2.dilate(mask, np.ones((5, 5), np.uint8))
+            mask = np.maximum(mask, m["lips"])
+            out = _blend(out, warped, _feather(mask, 0.03 * m["size"]))
+        return out
+
+    def off_face(k, o, c, fs):
+        # The swapped face patch pasted a third of a face to the side of the face.
+        out = o.copy()
+        for f in fs:
+            m = _full_masks(o, f.landmarks)
+            diff = np.abs(c.astype(np.int16) - o.astype(np.int16)).max(axis=-1) > 3
+            dx = int(0.45 * m["size"])
+            mat = np.float32([[1, 0, dx], [0, 1, 0]])
+            moved = cv2.warpAffine(c, mat, (o.shape[1], o.shape[0]))
+            mmask = cv2.warpAffine(_feather(diff, 2), mat, (o.shape[1], o.shape[0]))
+            out = _blend(out, moved, mmask)
+        return out
+
+    def colour_cast(k, o, c, fs):
+        out = good[k]
+        for f in fs:
+            m = _full_masks(o, f.landmarks)
+            lab_img = lab(out)
+            lab_img[..., 1] += 14.0      # towards magenta
+            lab_img[..., 2] += 10.0      # and yellow: a badly matched source skin tone
+            cast = cv2.cvtColor(lab_img, cv2.COLOR_LAB2RGB)
+            cast = np.clip(cast * 255 + 0.5, 0, 255).astype(np.uint8)
+            out = _blend(out, cast, _feather(m["hull"], 0.04 * m["size"]))
+        return out
+
+    def seam_ring(k, o, c, fs):
+        out = good[k]
+        for f in fs:
+            m = _full_masks(o, f.landmarks)
+            hull = (m["hull"] > 0.5).astype(np.uint8)
+            w = max(2, round(0.025 * m["size"]))
+            ring = cv2.dilate(hull, np.ones((w, w), np.uint8)) - cv2.erode(hull, np.ones((w, w), np.uint8))
+            # A hard edge: the target's pixels brightened on a thin band (a paste without feather).
+            out = out.copy()
+            out[ring > 0] = np.clip(out[ring > 0].astype(np.int16) + 45, 0, 255).astype(np.uint8)
+        return out
+
+    def colour_bleed(k, o, c, fs):
+        # Background/hair colour from outside the face smeared over the cheeks.
+        out = good[k]
+        for f in fs:
+            m = _full_masks(o, f.landmarks)
+            lm = f.landmarks
+            blob = np.zeros(o.shape[:2], np.float32)
+            for p in (lm[2] * 0.6 + lm[30] * 0.4, lm[14] * 0.6 + lm[30] * 0.4):
+                cv2.circle(blob, (int(p[0]), int(p[1])), max(3, int(0.13 * m["size"])), 1.0, -1)
+            x0, y0 = int(lm[:, 0].min()), int(lm[:, 1].min())
+            foreign = np.broadcast_to(o[max(0, y0 - 10), max(0, x0 - 10)].astype(np.float32) * 0.3 +
+                                      np.float32([20, 90, 160]) * 0.7, o.shape)
+            out = _blend(out, foreign, _feather(blob, 2) * 0.9)
+        return out
+
+    cases["occluder_painted"] = _per_frame(clip, occluder_painted)
+    cases["mouth_frozen_to_source"] = _per_frame(clip, mouth_frozen)
+    cases["pasted_off_face"] = _per_frame(clip, off_face)
+    cases["colour_cast"] = _per_frame(clip, colour_cast)
+    cases["seam_ring"] = _per_frame(clip, seam_ring)
+    cases["colour_bleed"] = _per_frame(clip, colour_bleed)
+    cases["no_swap"] = [o.copy() for o in clip.originals]
+    cases["classical_today"] = list(clip.classical)
+    return cases
+
+
+def load_clip(analyzer, store_root: str, count: int = 48, chunk: int = 16) -> Clip:
+    """The shipped sample clip, tracked (largest face) and swapped with the classical swapper."""
+    from PIL import Image
+
+    from swapline_core.backends.classical import ClassicalSwapper
+    from swapline_core.faces import identity as face_model
+    from swapline_core.swap.chunk import SwapOptions
+    from swapline_core.video import stages
+    from swapline_core.video.frames import FrameSequence
+
+    from .paths import REPO
+
+    img = np.array(Image.open(REPO / "assets" / "samples" / "source_face.png").convert("RGB"))
+    face = max(analyzer.detect([img])[0], key=lambda f: f.area)
+    analyzer.embed([img], [[face]])
+    analyzer.landmarks68([img], [[face]])
+    source = face_model.build([img], [face], analyzer.recognizer_name)
+    seq = FrameSequence.open(str(REPO / "assets" / "samples" / "kling_avatar_clip.mp4"), count=count, chunk=chunk)
+    faceset, _ = stages.track_faces(seq, analyzer, store_root, stages.Hooks(), mode="largest")
+    out, _ = stages.swap_frames(seq, faceset, source, ClassicalSwapper(), analyzer, store_root, stages.Hooks(),
+                                SwapOptions())
+    originals = [f for _, fr in seq.iter_chunks() for f in fr]
+    classical = [f for _, fr in out.iter_chunks() for f in fr]
+    faces = [[f.copy() for f in ff.faces] for ff in faceset.frames]
+    analyzer.landmarks68(originals, faces)
+    return Clip(originals, classical, faces, source)

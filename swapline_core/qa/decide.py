@@ -1,0 +1,293 @@
+"""Thresholds, per-face reasons, the job decision and the failing-frame policies.
+
+Defaults come from ``thresholds.json`` beside this file, written by ``bench/calibrate_qa.py``
+from known-good and known-bad outputs of the sample clip; the table and how each number was
+chosen are in ``docs/measurements/qa_thresholds.md``. They hold for the built-in analyzer
+(MTCNN + dlib, recognizer ``dlib_resnet_v1``); identity and leakage of other recognizers live on
+another scale (:data:`ARCFACE_IDENTITY`).
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SwaplineError
+
+FORMAT = "swapline.qa.v2"
+POLICIES = ("flag only", "keep original", "fail job")
+DEFAULT_POLICY = "keep original"     # a production run never ships a failing frame by default
+METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio", "mouth_delta", "eye_delta",
+           "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface")
+THRESHOLDS_FILE = Path(__file__).with_name("thresholds.json")
+# ArcFace similarities: same person ~0.4-0.8, different people < 0.2 (not measured on real
+# buffalo_l weights, none can be downloaded here).
+ARCFACE_IDENTITY = {"min_identity": 0.2, "max_leakage": 0.6}
+
+
+def _load_defaults() -> dict:
+    try:
+        return json.loads(THRESHOLDS_FILE.read_text())["thresholds"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SwaplineError(f"cannot read the QA defaults {THRESHOLDS_FILE}: {e}. Reinstall the pack or "
+                            "regenerate the file with bench/calibrate_qa.py") from e
+
+
+_D = _load_defaults()
+
+
+@dataclass(frozen=True)
+class QAThresholds:
+    """Per-face limits (a frame fails when any face breaks one) and job-level rules."""
+    min_identity: float = _D["min_identity"]
+    max_leakage: float = _D["max_leakage"]
+    max_landmark_drift: float = _D["max_landmark_drift"]
+    max_flicker_ratio: float = _D["max_flicker_ratio"]
+    max_mouth_delta: float = _D["max_mouth_delta"]           # |mouth opening result - target|, jaw widths
+    min_expression_corr: float = _D["min_expression_corr"]   # mouth opening correlation over the window
+    expression_window: int = _D["expression_window"]         # evaluated frames per correlation window
+    max_occluder_overwrite: float = _D["max_occluder_overwrite"]
+    max_colour_cast: float = _D["max_colour_cast"]           # delta E (CIE76)
+    max_seam_ratio: float = _D["max_seam_ratio"]
+    max_bleed: float = _D["max_bleed"]
+    max_offface: float = _D["max_offface"]
+    min_changed: float = _D["min_changed"]                   # share of the face hull: below = not swapped
+    min_coverage: float = _D["min_coverage"]                 # per track: swapped / frames with the face
+    require_redetection: bool = True
+    allow_no_face: bool = False      # a clip with nothing evaluated passes only when this is set
+    max_fail_fraction: float = 0.0   # decision "fail" when failing/evaluated frames exceed this
+    match_iou: float = 0.3           # a re-detected face belongs to a tracked face above this IoU
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def thresholds_for(recognizer: str, **given) -> QAThresholds:
+    """Defaults for the recognizer, overridden by ``given`` (None values are ignored)."""
+    base = QAThresholds()
+    if not recognizer.startswith("dlib"):
+        base = replace(base, **ARCFACE_IDENTITY)
+    names = {f.name for f in fields(QAThresholds)}
+    unknown = set(given) - names
+    if unknown:
+        raise ValueError(f"unknown QA threshold(s) {sorted(unknown)}; known: {sorted(names)}")
+    return replace(base, **{k: v for k, v in given.items() if v is not None})
+
+
+class QAFailedError(SwaplineError):
+    def __init__(self, failing: Sequence[int], summary: dict):
+        self.failing = list(failing)
+        why = "; ".join(summary.get("decision_reasons", [])) or "failing frames"
+        where = f" ({summary['report']})" if summary.get("report") else ""
+        super().__init__(
+            f"QA failed ({why}): {len(self.failing)} of {summary.get('evaluated', '?')} evaluated frames fail: "
+            f"{format_frames(self.failing)}. Inspect the QA report{where}, adjust the thresholds, or set the "
+            "policy to 'keep original' or 'flag only'.")
+
+
+def format_frames(indices: Iterable[int], limit: int = 40) -> str:
+    """'3-7, 12, 20-21' style, truncated: error messages must stay readable for long clips."""
+    idx = sorted({int(i) for i in indices})
+    runs: list[list[int]] = []
+    for i in idx:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    runs_s = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    more = f" (+{len(runs_s) - limit} more ranges)" if len(runs_s) > limit else ""
+    return ", ".join(runs_s[:limit]) + more if runs_s else "none"
+
+
+def r(v, nd: int = 4):
+    return None if v is None or not np.isfinite(v) else round(float(v), nd)
+
+
+# (metric, threshold field, "min"/"max", label, format) in the order reasons are listed
+_CHECKS = (
+    ("identity", "min_identity", "min", "identity", ".3f"),
+    ("leakage", "max_leakage", "max", "leakage", ".3f"),
+    ("landmark_drift", "max_landmark_drift", "max", "landmark drift", ".3f"),
+    ("flicker_ratio", "max_flicker_ratio", "max", "flicker ratio", ".2f"),
+    ("mouth_delta", "max_mouth_delta", "max", "mouth opening differs from the target's by", ".3f"),
+    ("expression_corr", "min_expression_corr", "min", "mouth does not follow the target: correlation", ".2f"),
+    ("occluder_overwrite", "max_occluder_overwrite", "max", "occluder painted over: share", ".2f"),
+    ("colour_cast", "max_colour_cast", "max", "colour cast dE", ".1f"),
+    ("seam_ratio", "max_seam_ratio", "max", "seam at the paste boundary: gradient ratio", ".2f"),
+    ("bleed", "max_bleed", "max", "foreign colour bled into the face: share", ".3f"),
+    ("offface", "max_offface", "max", "pasted off the face: changed area outside the face", ".2f"),
+)
+
+
+def face_reasons(th: QAThresholds, f: dict) -> list[str]:
+    """Why one face record fails (empty: it passes). Faces that were not swapped at all carry one
+    reason and no quality reasons: there is no swap to judge."""
+    if f.get("swapped") is False:
+        return [f"face not swapped (changed {f.get('changed', 0):.2f} of the face < {th.min_changed:g})"]
+    out = []
+    if th.require_redetection and not f.get("redetected", True):
+        out.append("swapped face not re-detected")
+    for metric, field, kind, label, fmt in _CHECKS:
+        v, lim = f.get(metric), getattr(th, field)
+        if v is None:
+            if metric == "identity":
+                out.append("identity not measured")
+            continue
+        if (kind == "min" and v < lim) or (kind == "max" and v > lim):
+            out.append(f"{label} {v:{fmt}} {'<' if kind == 'min' else '>'} {lim:g}")
+    return out
+
+
+def frame_status(faces: list[dict]) -> str:
+    return "fail" if any(f["reasons"] for f in faces) else "ok"
+
+
+# -- accumulation and report ----------------------------------------------------------------
+class QAAccumulator:
+    """Collects per-frame records (small dicts); numbers are derived from them at report time."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+
+    def add(self, records: Iterable[dict]) -> None:
+        self.records.extend(records)
+
+    def failing_frames(self) -> list[int]:
+        return [rec["frame"] for rec in self.records if rec["status"] == "fail"]
+
+    def coverage(self, skipped: dict | None = None) -> dict:
+        """Per track: frames with the tracked face, frames whose swap changed it, faces the swap
+        stage skipped on purpose (``skipped`` = {frame: {track_id: reason}}), by reason."""
+        per: dict = defaultdict(lambda: {"frames": 0, "swapped": 0, "skipped": defaultdict(int)})
+        for rec in self.records:
+            for f in rec["faces"]:
+                t = per[str(f.get("track_id"))]
+                t["frames"] += 1
+                if f.get("swapped"):
+                    t["swapped"] += 1
+                elif skipped and f.get("track_id") in skipped.get(rec["frame"], {}):
+                    t["skipped"][skipped[rec["frame"]][f.get("track_id")]] += 1
+        out = {}
+        for k, t in per.items():
+            out[k] = {"frames": t["frames"], "swapped": t["swapped"], "skipped": dict(t["skipped"]),
+                      "coverage": round(t["swapped"] / t["frames"], 4) if t["frames"] else None}
+        return out
+
+    def summary(self, th: QAThresholds, skipped: dict | None = None) -> dict:
+        counts = {s: 0 for s in ("ok", "fail", "no_face", "skipped")}
+        for rec in self.records:
+            counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        evaluated = counts["ok"] + counts["fail"]
+        fraction = counts["fail"] / evaluated if evaluated else 0.0
+        stats = {}
+        for m in METRICS:
+            vals = [f[m] for rec in self.records for f in rec["faces"] if f.get(m) is not None]
+            if vals:
+                a = np.asarray(vals, np.float64)
+                stats[m] = {"n": len(vals), "mean": r(a.mean()), "median": r(np.median(a)),
+                            "p5": r(np.percentile(a, 5)), "p95": r(np.percentile(a, 95)),
+                            "min": r(a.min()), "max": r(a.max())}
+            else:
+                stats[m] = {"n": 0}
+        faces = [f for rec in self.records for f in rec["faces"]]
+        redetected = [f["redetected"] for f in faces if f.get("swapped", True)]
+        coverage = self.coverage(skipped)
+        swapped = sum(t["swapped"] for t in coverage.values())
+        n_skipped = {}
+        for t in coverage.values():
+            for k, v in t["skipped"].items():
+                n_skipped[k] = n_skipped.get(k, 0) + v
+        reasons = []
+        if swapped == 0 and not th.allow_no_face:
+            reasons.append("no face swapped" + ("" if faces else " (no face found in any evaluated frame)"))
+        low = {k: t["coverage"] for k, t in coverage.items()
+               if t["coverage"] is not None and t["coverage"] < th.min_coverage}
+        if low and swapped:
+            reasons.append("coverage below " + f"{th.min_coverage:g}: " +
+                           ", ".join(f"track {k} {v:.2f}" for k, v in sorted(low.items())))
+        if counts["fail"] and fraction > th.max_fail_fraction:
+            reasons.append(f"{counts['fail']} of {evaluated} evaluated frames fail")
+        return {"frames": len(self.records), **counts, "evaluated": evaluated,
+                "fail_fraction": round(fraction, 4), "failing_frames": self.failing_frames(),
+                "redetection_rate": r(np.mean(redetected)) if redetected else None,
+                "faces_swapped": swapped, "faces_skipped": n_skipped, "coverage": coverage,
+                "metrics": stats, "decision_reasons": reasons,
+                "decision": "fail" if reasons else "pass"}
+
+    def report(self, th: QAThresholds, models: list[dict] | None = None, skipped: dict | None = None) -> dict:
+        summary = self.summary(th, skipped)
+        return {"format": FORMAT, "decision": summary["decision"], "summary": summary,
+                "thresholds": th.to_json(), "models": list(models or []), "frames": self.records}
+
+
+# -- policy ---------------------------------------------------------------------------------
+def apply_policy(policy: str, report: dict) -> set[int]:
+    """Frame indices whose output should be replaced by the original frame.
+
+    "flag only": none; "keep original": every failing frame (even when the decision passes under
+    ``max_fail_fraction``, a bad frame is still better replaced); "fail job": raise when the
+    decision is "fail". Frames are replaced, never dropped, so the frame count always holds.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown QA policy {policy!r}; expected one of {POLICIES}")
+    failing = [rec["frame"] for rec in report["frames"] if rec["status"] == "fail"]
+    if policy == "keep original":
+        return set(failing)
+    if policy == "fail job" and report["decision"] == "fail":
+        raise QAFailedError(failing, report["summary"])
+    return set()
+
+
+def merge_chunk(first_index: int, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
+                keep_original: set[int]) -> list[np.ndarray]:
+    """The output chunk under a policy: one frame out per frame in, originals where chosen."""
+    if len(originals) != len(swapped):
+        raise ValueError(f"{len(originals)} original frames but {len(swapped)} swapped")
+    return [o if first_index + k in keep_original else s for k, (o, s) in enumerate(zip(originals, swapped))]
+
+
+# -- chart values ------------------------------------------------------------------------------
+# Metrics the charts draw as "load": value relative to its limit, 1 = at the limit, above fails.
+LOAD_METRICS = tuple((m, f, k) for m, f, k, _, _ in _CHECKS if m not in ("identity", "leakage", "flicker_ratio"))
+
+
+def metric_load(th: QAThresholds, metric: str, field: str, kind: str, v: float | None) -> float | None:
+    """How far a value is toward its limit: max-limits v/limit; min-limits (1 - v)/(1 - limit)
+    (both similarities and correlations top out at 1)."""
+    if v is None:
+        return None
+    lim = float(getattr(th, field))
+    if kind == "max":
+        return float(v) / lim if lim > 0 else None
+    return (1.0 - float(v)) / max(1.0 - lim, 1e-6)
+
+
+def compact_frames(report: dict) -> list[dict]:
+    """Per frame, the worst face's numbers and loads: what the editor's chart needs (the JSON
+    report has everything)."""
+    th = QAThresholds(**{k: v for k, v in report.get("thresholds", {}).items()
+                         if k in QAThresholds.__dataclass_fields__})
+    out = []
+    for rec in report["frames"]:
+        faces = rec.get("faces") or []
+
+        ident = [f["identity"] for f in faces if f.get("identity") is not None]
+        flick = [f["flicker_ratio"] for f in faces if f.get("flicker_ratio") is not None]
+        row = {"index": rec["frame"], "status": rec["status"], "identity": min(ident) if ident else None,
+               "flicker_ratio": max(flick) if flick else None}
+        loads = {}
+        for metric, field, kind in LOAD_METRICS:
+            vals = [metric_load(th, metric, field, kind, f.get(metric)) for f in faces]
+            vals = [v for v in vals if v is not None]
+            if vals:
+                loads[metric] = round(max(vals), 3)
+        row["loads"] = loads
+        reasons = [x for f in faces for x in f.get("reasons", [])]
+        if reasons:
+            row["reasons"] = reasons[:4]
+        out.append(row)
+    return out

@@ -1,0 +1,163 @@
+"""Pixel metrics of one swapped face against the target face it replaced.
+
+What a viewer rejects at a glance, measured on the target's 68-point landmarks (so the regions
+are where the target's face is, whatever the swapper did):
+
+- occluder overwrite: share of the target's occluder pixels (glasses, hands, hair over the face)
+  that the result changed. The occluder mask comes from the caller (the mask stack) or, by
+  default, from :func:`estimate_occluder`;
+- colour cast: CIE76 delta E between the median Lab colour of the result's face skin and the
+  target's, over the same (target skin) pixels;
+- seam ratio: gradient energy on the boundary ring of the changed region, result over target.
+  A soft paste keeps the target's edge statistics (~1); a hard or haloed edge adds energy;
+- bleed: share of the target's skin pixels that the result changed into a colour far from the
+  result's own skin (foreign colour: source background, hair, a mis-matched patch);
+- off-face: changed pixels outside the target's face (hull grown by ``FACE_MARGIN``), per
+  hull pixel. A paste that landed beside the face changes pixels where no face is;
+- changed: share of the target's face hull the result changed (coverage: was it swapped at all).
+
+All work happens on a crop around the face, so the cost scales with the face, not the frame.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+# Per-pixel delta E above which a pixel counts as changed. Outside the pasted patches the swap
+# layer reproduces the target exactly, so this only has to clear resampling noise inside them.
+CHANGED_DE = 6.0
+# A pixel of the target's face hull is "skin-coloured" within this delta E of the median skin.
+# Lit and shaded skin of one face spread ~10-20; lenses, frames, hair and hands sit far beyond.
+SKIN_DE = 22.0
+# Foreign colour: this far from the result's median skin is no skin tone at all (blue, green,
+# saturated background); shading and lips of a swapped face stay well inside it.
+FOREIGN_DE = 40.0
+# Margins in face sizes (face size = sqrt of the hull area).
+FACE_MARGIN = 0.12           # off-face: grown hull; paste masks feather a little past the hull
+FEATURE_MARGIN = 0.05        # eyes/brows/lips grown by this before they are excluded from skin
+RING = 0.04                  # half-width of the seam ring
+MIN_OCCLUDER_SHARE = 0.02    # fewer occluder pixels than this share of the hull: no measurement
+SEAM_EPS = 2.0               # added to both gradient energies (grey levels): flat rings stay ~1
+
+_EYES = (list(range(36, 42)), list(range(42, 48)))
+_BROWS = (list(range(17, 22)), list(range(22, 27)))
+_LIPS = list(range(48, 60))
+
+
+def lab(img: np.ndarray) -> np.ndarray:
+    """RGB uint8 -> CIE Lab float32 (L 0..100, a/b about -128..127): delta E in real units."""
+    return cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
+
+
+def _poly(mask: np.ndarray, pts: np.ndarray, grow: int) -> None:
+    hull = cv2.convexHull(np.round(pts).astype(np.int32))
+    cv2.fillConvexPoly(mask, hull, 1)
+    if grow > 0:
+        k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
+        mask[:] = cv2.dilate(mask, k)
+
+
+def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndarray]:
+    """Boolean masks (crop coordinates) from 68 landmarks: hull, grown hull, features, size."""
+    h, w = shape_hw
+    hull = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.round(lm).astype(np.int32)), 1)
+    size = float(np.sqrt(max(hull.sum(), 1)))
+    grown = cv2.dilate(hull, cv2.getStructuringElement(
+        cv2.MORPH_ELLIPSE, (2 * int(FACE_MARGIN * size) + 1,) * 2))
+    feats = np.zeros((h, w), np.uint8)
+    g = max(1, round(FEATURE_MARGIN * size))
+    for idx in (*_EYES, *_BROWS, _LIPS):
+        m = np.zeros((h, w), np.uint8)
+        _poly(m, lm[idx], g)
+        feats |= m
+    return {"hull": hull.astype(bool), "grown": grown.astype(bool), "features": feats.astype(bool), "size": size}
+
+
+def estimate_occluder(target_lab: np.ndarray, regions: dict) -> np.ndarray:
+    """Pixels inside the target's face hull, outside eyes/brows/lips, far from its median skin.
+
+    A stand-in for the mask stack's occluder mask: dark lenses, frames, a hand or hair read as
+    far from skin; the face's own features are excluded because a swap is meant to change them.
+    """
+    cand = regions["hull"] & ~regions["features"]
+    if cand.sum() < 16:
+        return np.zeros_like(cand)
+    med = np.median(target_lab[cand], axis=0)
+    far = np.linalg.norm(target_lab - med, axis=-1) > SKIN_DE
+    occ = (cand & far).astype(np.uint8)
+    # Opening removes speckle (pores, specular dots) that is not an object in front of the face.
+    occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    return occ.astype(bool)
+
+
+def _crop_box(lm: np.ndarray, hw: tuple[int, int], pad: float = 0.6) -> tuple[int, int, int, int]:
+    x0, y0 = lm.min(axis=0)
+    x1, y1 = lm.max(axis=0)
+    p = pad * max(x1 - x0, y1 - y0)
+    h, w = hw
+    return (int(max(0, np.floor(x0 - p))), int(max(0, np.floor(y0 - p))),
+            int(min(w, np.ceil(x1 + p))), int(min(h, np.ceil(y1 + p))))
+
+
+def _grad(grey: np.ndarray) -> np.ndarray:
+    gx = cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3)
+    gy = cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)
+    return np.sqrt(gx * gx + gy * gy)
+
+
+def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: np.ndarray,
+                  occluder: np.ndarray | None = None) -> dict:
+    """Metrics of one face; ``occluder`` (optional) is a full-frame bool/0..1 mask of the target's
+    occluders for this face (the mask stack's); without it :func:`estimate_occluder` is used."""
+    lm = np.asarray(target_landmarks, np.float32)
+    x0, y0, x1, y1 = _crop_box(lm, original.shape[:2])
+    if x1 - x0 < 8 or y1 - y0 < 8:
+        return {}
+    o, s = original[y0:y1, x0:x1], swapped[y0:y1, x0:x1]
+    lm_c = lm - np.array([x0, y0], np.float32)
+    reg = face_regions(o.shape[:2], lm_c)
+    lo, ls = lab(o), lab(s)
+    de = np.linalg.norm(ls - lo, axis=-1)
+    changed = de > CHANGED_DE
+    hull = reg["hull"]
+    n_hull = max(int(hull.sum()), 1)
+    out: dict = {"changed": float(changed[hull].mean()) if hull.any() else 0.0,
+                 "offface": float((changed & ~reg["grown"]).sum() / n_hull)}
+
+    if occluder is not None:
+        occ = np.asarray(occluder)[y0:y1, x0:x1] > 0.5
+        occ &= hull
+        source = "mask"
+    else:
+        occ = estimate_occluder(lo, reg)
+        source = "estimate"
+    out["occluder_share"] = float(occ.sum() / n_hull)
+    out["occluder_source"] = source
+    out["occluder_overwrite"] = (float(changed[occ].mean())
+                                 if occ.sum() >= MIN_OCCLUDER_SHARE * n_hull else None)
+
+    skin = hull & ~reg["features"] & ~occ
+    if skin.sum() >= 16:
+        med_o = np.median(lo[skin], axis=0)
+        med_s = np.median(ls[skin], axis=0)
+        out["colour_cast"] = float(np.linalg.norm(med_s - med_o))
+        # Foreign colour: skin pixels of the target that the result changed into a colour far
+        # from the result's own skin (a swapped-in skin tone is not foreign, a blob of
+        # background, hair or a mis-pasted patch is).
+        far_s = np.linalg.norm(ls - med_s, axis=-1) > FOREIGN_DE
+        out["bleed"] = float((far_s & changed)[skin].mean())
+    else:
+        out["colour_cast"] = out["bleed"] = None
+
+    if changed.sum() >= 16:
+        r = max(1, round(RING * reg["size"]))
+        k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+        cm = cv2.morphologyEx(changed.astype(np.uint8), cv2.MORPH_CLOSE, k)
+        ring = (cv2.dilate(cm, k) > 0) & ~(cv2.erode(cm, k) > 0)
+        go = _grad(cv2.cvtColor(o, cv2.COLOR_RGB2GRAY).astype(np.float32))
+        gs = _grad(cv2.cvtColor(s, cv2.COLOR_RGB2GRAY).astype(np.float32))
+        out["seam_ratio"] = float((gs[ring].mean() + SEAM_EPS) / (go[ring].mean() + SEAM_EPS)) if ring.any() else None
+    else:
+        out["seam_ratio"] = None
+    return out

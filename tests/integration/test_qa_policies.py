@@ -1,0 +1,78 @@
+"""QA policies through the node on a real ComfyUI server: keep original (the shipped default)
+puts the original frame back on every failing frame and reports it; fail job stops the job with
+the reason and still writes the report; flag only ships the swapped frames."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_video_pipeline import CLIP, decode, load_api, stage_inputs
+
+FRAMES = 12
+
+
+def _prompt(policy: str) -> dict:
+    p = load_api("video_swap_builtin")
+    p["1"]["inputs"]["count"] = FRAMES
+    p["10"]["inputs"]["policy"] = policy
+    p["10"]["inputs"]["filename_prefix"] = f"swapline/qa_{policy.replace(' ', '_')}"
+    p["11"] = {"class_type": "SwaplineSaveVideo",
+               "inputs": {"frames": ["10", 0], "filename_prefix": f"swapline/qa_{policy.replace(' ', '_')}",
+                          "crf": 18, "preset": "veryfast", "audio": False}}
+    return p
+
+
+def _run(comfy, policy: str):
+    hist = comfy.run(_prompt(policy))
+    qa = next(d["swapline_qa"][0] for d in hist["outputs"].values() if "swapline_qa" in d)
+    report = json.loads((comfy.base_dir / "output" / qa["report_file"]).read_text())
+    video = next(d["images"][0] for d in hist["outputs"].values() if "swapline_video" in d)
+    return report, qa, decode(comfy.output_path(video))
+
+
+@pytest.fixture(scope="module")
+def source_frames():
+    return decode(CLIP)[:FRAMES]
+
+
+def _diff(a, b) -> float:
+    return float(np.abs(a.astype(int) - b.astype(int)).mean())
+
+
+def test_keep_original_and_flag_only(comfy, source_frames):
+    stage_inputs(comfy)
+    report, chart, kept = _run(comfy, "keep original")
+    s = report["summary"]
+    assert report["policy"] == "keep original" and len(kept) == FRAMES
+    # the classical swap paints the sample's sunglasses over: those frames fail and are reverted
+    assert s["fail"] >= FRAMES // 2, s
+    assert any("occluder painted over" in x for r in report["frames"] for f in r["faces"] for x in f["reasons"])
+    assert report["reverted_frames"] == s["failing_frames"]
+    assert chart["frames"][0]["loads"] and chart["thresholds"]["max_occluder_overwrite"] > 0
+    flagged, _, shipped = _run(comfy, "flag only")
+    assert flagged["frames"] == report["frames"] and flagged["reverted_frames"] == []
+    assert len(shipped) == FRAMES
+    for i in range(FRAMES):
+        if i in report["reverted_frames"]:
+            # the original frame, re-encoded: codec noise only (~1.7 grey levels on this clip),
+            # well below the swapped frame flag only ships
+            assert _diff(kept[i], source_frames[i]) < 2.5, i
+            assert _diff(shipped[i], source_frames[i]) > _diff(kept[i], source_frames[i]) + 1.0, i
+        else:
+            assert _diff(kept[i], shipped[i]) < 1.0, i
+
+
+def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):
+    from devtools.comfy_harness import ComfyExecutionError
+
+    stage_inputs(comfy)
+    with pytest.raises(ComfyExecutionError) as err:
+        comfy.run(_prompt("fail job"))
+    msg = err.value.exception_message
+    assert err.value.node_type == "SwaplineQAGate"
+    assert "QA failed" in msg and "evaluated frames fail" in msg and ".json" in msg, msg
+    path = msg.split("Inspect the QA report (")[1].split(")")[0]
+    with open(path) as f:
+        report = json.load(f)
+    assert report["decision"] == "fail" and report["policy"] == "fail job"
