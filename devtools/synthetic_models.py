@@ -402,65 +402,6 @@ def _build_restorer(path: Path) -> None:
     torch.save({"params_ema": model.state_dict()}, str(path))
 
 
-# --------------------------------------------------------------------------- mask models (FaceFusion)
-
-# Tiny, built on demand (not in the big cache, so adding them did not rebuild it): XSeg occluder
-# and BiSeNet face parser with FaceFusion's I/O (swapline_core/masks/onnx_models.py).
-MASK_FILES = {"occluder": "facemask/xseg_1.onnx", "parser": "facemask/bisenet_resnet_34.onnx"}
-
-
-def _build_occluder(path: Path) -> None:
-    """XSeg signature: ``input`` float32 NHWC [1,256,256,3] (BGR 0..1) -> [1,256,256,1] in 0..1."""
-    import torch
-    from torch import nn
-
-    class TinyXSeg(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv2d(3, 1, 5, 1, 2)
-
-        def forward(self, x):
-            y = torch.sigmoid(self.conv(x.permute(0, 3, 1, 2)))
-            return y.permute(0, 2, 3, 1)
-
-    torch.manual_seed(6)
-    export_onnx(TinyXSeg().eval(), (torch.rand(1, 256, 256, 3),), path, input_names=["input"], output_names=["output"])
-
-
-def _build_parser(path: Path) -> None:
-    """BiSeNet signature (yakhyo/face-parsing export): ``input`` [N,3,512,512] (ImageNet-normalised
-    RGB) -> ``output`` [N,19,512,512] logits plus the two auxiliary heads of the same shape."""
-    import torch
-    from torch import nn
-    from torch.nn import functional as F
-
-    class TinyBiSeNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.down = nn.Conv2d(3, 8, 8, 8)
-            self.heads = nn.ModuleList(nn.Conv2d(8, 19, 1) for _ in range(3))
-
-        def forward(self, x):
-            h = torch.relu(self.down(x))
-            return tuple(F.interpolate(head(h), (512, 512), mode="bilinear", align_corners=True)
-                         for head in self.heads)
-
-    torch.manual_seed(7)
-    export_onnx(TinyBiSeNet().eval(), (torch.randn(1, 3, 512, 512),), path, input_names=["input"],
-            output_names=["output"], dynamic_axes={"input": {0: "batch_size"}, "output": {0: "batch_size"}})
-
-
-def build_mask_models(models_dir: Path) -> dict[str, Path]:
-    """Place the XSeg and BiSeNet stand-ins under ``models_dir/facemask`` (~0.1 s, 20 kB)."""
-    out = {}
-    for role, rel in MASK_FILES.items():
-        path = Path(models_dir) / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        {"occluder": _build_occluder, "parser": _build_parser}[role](path)
-        out[role] = path
-    return out
-
-
 _BUILDERS = {"detector": _build_detector, "recognizer": _build_recognizer, "landmark": _build_landmark,
              "swapper": _build_swapper, "restorer": _build_restorer}
 
@@ -570,6 +511,8 @@ def main(argv: list[str]) -> int:
         print("usage: synthetic_models.py MODELS_DIR [BAD_MODELS_DIR] | --landmark-layout", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    from .synthetic_masks import build_mask_models   # lazy: that module imports this one
+
     for role, path in {**build_models(Path(argv[0])), **build_mask_models(Path(argv[0]))}.items():
         print(f"{role:10s} {path} ({path.stat().st_size / 1e6:.1f} MB)")
     if len(argv) == 2:

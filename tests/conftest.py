@@ -25,7 +25,8 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
     """Test models folder: synthetic stand-ins under the same names users' real files have."""
-    from devtools.synthetic_models import build_mask_models, build_models
+    from devtools.synthetic_masks import build_mask_models
+    from devtools.synthetic_models import build_models
     from devtools.synthetic_sd import build_sd_models
     from devtools.synthetic_swappers import build_swappers
 

@@ -227,7 +227,7 @@ def test_resumed_run_gives_the_same_pixels(analyzer, source, tmp_path):
 
 @pytest.fixture(scope="module")
 def mask_models(tmp_path_factory):
-    from devtools.synthetic_models import build_mask_models
+    from devtools.synthetic_masks import build_mask_models
 
     return build_mask_models(tmp_path_factory.mktemp("models"))
 
