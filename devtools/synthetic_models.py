@@ -44,14 +44,12 @@ byte-for-byte reproducible with the pinned torch/onnx.
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from .build_cache import build_cached, link_all
 
 BUILDER_VERSION = 3  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
@@ -279,9 +277,9 @@ def derive_landmark_layout():
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from .media import HANKS, SAMPLES, T1, insightface_image, rgb
-
     from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+
+    from .media import HANKS, SAMPLES, T1, insightface_image, rgb
 
     analyzer, shapes = BuiltinAnalyzer(), []
     for path in (SAMPLES / "target_reference.png", insightface_image(HANKS), insightface_image(T1)):
@@ -408,68 +406,10 @@ _BUILDERS = {"detector": _build_detector, "recognizer": _build_recognizer, "land
 
 # --------------------------------------------------------------------------- cache and linking
 
-def _manifest_ok(cache: Path, files: dict[str, str] | None = None) -> bool:
-    try:
-        manifest = json.loads((cache / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    for rel in (files or MODEL_FILES).values():
-        st = (cache / rel).stat() if (cache / rel).is_file() else None
-        if st is None or manifest.get(rel) != [st.st_size, st.st_mtime_ns]:
-            return False  # missing, or written through a hard link
-    return True
-
-
-def build_cached(cache: Path, files: dict[str, str], builders: dict) -> Path:
-    """Build ``files`` (role -> relative path) with ``builders`` (role -> fn(path)) into ``cache``
-    unless a complete, unmodified build is there; return ``cache``."""
-    if _manifest_ok(cache, files):
-        return cache
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    # Parallel test workers share one cache: one builds while the others wait on the lock.
-    with open(cache.parent / f".{cache.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _manifest_ok(cache, files):
-            return cache
-        tmp = Path(tempfile.mkdtemp(prefix=f".{cache.name}-", dir=cache.parent))
-        tmp.chmod(0o755)
-        try:
-            for role, rel in files.items():
-                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                builders[role](tmp / rel)
-            stats = {rel: (tmp / rel).stat() for rel in files.values()}
-            (tmp / "manifest.json").write_text(json.dumps(
-                {rel: [st.st_size, st.st_mtime_ns] for rel, st in stats.items()}, indent=1))
-            if cache.exists():
-                shutil.rmtree(cache)
-            tmp.rename(cache)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return cache
-
-
 def ensure_cache(cache_dir: Path | None = None) -> Path:
     """Build the five models into the cache unless a complete, unmodified build is there."""
     return build_cached(Path(cache_dir or os.environ.get("SWAPLINE_SYNTHETIC_CACHE") or DEFAULT_CACHE),
                         MODEL_FILES, _BUILDERS)
-
-
-def link_all(cache: Path, files: dict[str, str], models_dir: Path) -> dict[str, Path]:
-    out = {}
-    for role, rel in files.items():
-        _link(cache / rel, Path(models_dir) / rel)
-        out[role] = Path(models_dir) / rel
-    return out
-
-
-def _link(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.exists() or dst.is_symlink():
-        dst.unlink()
-    try:
-        os.link(src, dst)
-    except OSError:  # another file system, or links not allowed
-        shutil.copy2(src, dst)
 
 
 def build_models(models_dir: Path, cache_dir: Path | None = None) -> dict[str, Path]:
@@ -511,7 +451,7 @@ def main(argv: list[str]) -> int:
         print("usage: synthetic_models.py MODELS_DIR [BAD_MODELS_DIR] | --landmark-layout", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    from .synthetic_masks import build_mask_models   # lazy: that module imports this one
+    from .synthetic_masks import build_mask_models  # lazy: that module imports this one
 
     for role, path in {**build_models(Path(argv[0])), **build_mask_models(Path(argv[0]))}.items():
         print(f"{role:10s} {path} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -66,7 +66,7 @@ from pathlib import Path
 
 import torch
 
-from .synthetic_models import build_cached, link_all
+from .build_cache import build_cached, link_all
 
 BUILDER_VERSION = 1  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent

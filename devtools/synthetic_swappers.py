@@ -26,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from .synthetic_models import build_cached, export_onnx, export_swapper, link_all
+from .build_cache import build_cached, link_all
+from .synthetic_models import export_onnx, export_swapper
 
 VERSION = 3  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
