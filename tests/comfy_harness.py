@@ -108,9 +108,12 @@ class ComfyServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ComfyUI exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if requests.get(self.url + "/system_stats", timeout=2).ok:
+                r = requests.get(self.url + "/system_stats", timeout=2)
+                # free_port() releases the port before ComfyUI binds it: on a shared machine another
+                # test's server can take it first and would answer here. Ours names its base dir.
+                if r.ok and str(self.base_dir) in r.json().get("system", {}).get("argv", []):
                     break
-            except requests.RequestException:
+            except (requests.RequestException, ValueError):
                 pass
             time.sleep(0.5)
         else:
