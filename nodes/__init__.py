@@ -19,6 +19,7 @@ MODULES = {
     "face_model": ("BuildFaceModel", "SaveFaceModel", "LoadFaceModel"),
     "swap": ("SwapperLoader", "SwapFaces"),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
+    "video_io": ("VideoToFrames", "FramesToVideo"),
     "qa": ("QAGate",),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),

@@ -12,12 +12,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from inprocess import import_pack, setup_comfy  # noqa: E402
+import pytest
+import torch
+from inprocess import import_pack, setup_comfy
 
 setup_comfy()
-import comfy.sampler_helpers  # noqa: E402
+import comfy.sampler_helpers
 
 if not hasattr(comfy.sampler_helpers, "preprocess_multigpu_conds"):
     pytest.skip("this ComfyUI predates MultiGPU (preprocess_multigpu_conds, v0.23)", allow_module_level=True)
