@@ -11,7 +11,7 @@ WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 # chart), so nodes laid out in a column do not cover each other once those appear.
 PREVIEW_HEIGHT = {"LoadImage": 240, "SwaplineLoadVideo": 320, "SaveImage": 260, "PreviewImage": 260,
                   "SwaplineDetectFaces": 240, "SwaplineSelectFaces": 240, "SwaplineQAGate": 420,
-                  "SwaplineC2PASink": 300}
+                  "SwaplineC2PASink": 300, "LoadVideo": 320, "SaveVideo": 320}
 
 
 # ComfyUI >= 0.2x: a combo whose chosen option brings its own inputs (core Save Video's format ->
