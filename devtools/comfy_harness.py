@@ -21,7 +21,22 @@ import requests
 import websocket
 
 REPO = Path(__file__).resolve().parent.parent
-COMFY = REPO / ".comfy" / "ComfyUI"
+
+
+def comfy_tree() -> Path:
+    """The ComfyUI the tests run against: $SWAPLINE_COMFYUI (a ComfyUI folder, e.g.
+    .comfy/ComfyUI-0.33; relative paths are taken from the repo root), else .comfy/ComfyUI (0.3.75).
+    The server runs with this test process's Python, so point pytest's interpreter at the venv
+    that holds that ComfyUI's requirements (scripts/test.sh does: .venv-0.33 for 0.33)."""
+    env = os.environ.get("SWAPLINE_COMFYUI", "").strip()
+    tree = (REPO / env).resolve() if env else REPO / ".comfy" / "ComfyUI"
+    if not (tree / "main.py").is_file() or not (tree / "comfyui_version.py").is_file():
+        raise RuntimeError(f"SWAPLINE_COMFYUI={env!r}: {tree} is not a ComfyUI folder (no main.py / "
+                           "comfyui_version.py); run scripts/setup.sh or point it at a ComfyUI checkout")
+    return tree
+
+
+COMFY = comfy_tree()
 
 
 class ComfyExecutionError(AssertionError):
@@ -94,9 +109,12 @@ class ComfyServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ComfyUI exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if requests.get(self.url + "/system_stats", timeout=2).ok:
+                r = requests.get(self.url + "/system_stats", timeout=2)
+                # free_port() releases the port before ComfyUI binds it: on a shared machine another
+                # test's server can take it first and would answer here. Ours names its base dir.
+                if r.ok and str(self.base_dir) in r.json().get("system", {}).get("argv", []):
                     break
-            except requests.RequestException:
+            except (requests.RequestException, ValueError):
                 pass
             time.sleep(0.5)
         else:

@@ -9,8 +9,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from comfy_harness import COMFY  # the tree chosen by $SWAPLINE_COMFYUI
+
 ROOT = Path(__file__).resolve().parent.parent
-COMFY = ROOT / ".comfy" / "ComfyUI"
 
 
 def setup_comfy() -> None:

@@ -27,6 +27,14 @@ def rgb(path: Path) -> np.ndarray:
 
 
 def put_input(server, src: Path, name: str | None = None) -> str:
+    """Copy `src` into the server's input folder; returns the name to use in a prompt. A JPEG is
+    stored as the PNG of Pillow's decode (name ending in .png), so ComfyUI loads exactly the pixels
+    `rgb(src)` gives: ComfyUI 0.33's LoadImage decodes with PyAV, whose JPEG colour conversion
+    differs from Pillow's by a level here and there."""
     name = name or src.name
+    if src.suffix.lower() in (".jpg", ".jpeg"):
+        name = str(Path(name).with_suffix(".png"))
+        Image.fromarray(rgb(src)).save(server.base_dir / "input" / name)
+        return name
     shutil.copy(src, server.base_dir / "input" / name)
     return name

@@ -156,13 +156,30 @@ class Editor:
             widgets: Object.fromEntries((n.widgets || []).filter((w) => w.name).map((w) => [w.name, w.value]))}))""")
         return {"unknown_before_load": unknown, "nodes": graph,
                 "unknown_in_graph": [n["type"] for n in graph if not n["known"] or n["has_errors"]],
-                "dialogs": self.dialogs()}
+                "dialogs": self.dialogs() + self.error_panel()}
 
     def dialogs(self) -> list[str]:
-        """Texts of open dialogs (the missing-nodes / missing-models / error dialogs are these)."""
-        return self.page.evaluate("""() => [...document.querySelectorAll('.p-dialog')]
+        """Texts of open dialogs (the missing-nodes / missing-models / error dialogs are these):
+        PrimeVue .p-dialog on frontend 1.32.9, role=dialog panels on 1.49.6."""
+        return self.page.evaluate("""() => [...document.querySelectorAll('.p-dialog, [role=dialog]')]
+            .filter((d) => !d.parentElement?.closest('.p-dialog, [role=dialog]'))
             .filter((d) => d.offsetParent !== null || d.getClientRects().length)
             .map((d) => d.innerText.trim().slice(0, 2000))""")
+
+    def error_panel(self) -> list[str]:
+        """Frontend 1.49.6 (ComfyUI 0.33) reports missing nodes/models/inputs of a loaded workflow
+        not in a dialog but as an "N errors found" notice whose "View details" opens the workflow
+        overview's error list: open it and return its text ([] when there is no notice, as on 1.32.9)."""
+        details = self.page.get_by_role("button", name="View details")
+        if not details.count():
+            return []
+        details.first.click()
+        self.page.wait_for_function("() => !!document.querySelector('[data-testid^=missing-]')", timeout=10_000)
+        return [self.page.evaluate("""() => {
+            let e = document.querySelector('[data-testid^=missing-]');
+            while (e.parentElement && !e.innerText.includes('Resolve before running')) e = e.parentElement;
+            return e.innerText.trim().slice(0, 4000);
+        }""")]
 
     def close_dialogs(self) -> None:
         for _ in range(3):
@@ -175,12 +192,19 @@ class Editor:
         """Click the toolbar's Run button; return the /api/prompt response (prompt_id, node_errors)."""
         with self.page.expect_response(
                 lambda r: r.url.endswith("/api/prompt") and r.request.method == "POST", timeout=60_000) as info:
-            self.page.get_by_role("button", name="Run", exact=True).click()
+            self.run_button().click()
         resp = info.value
         body = resp.json()
         body["_http_status"] = resp.status
         body["_prompt"] = (resp.request.post_data_json or {}).get("prompt")
         return body
+
+    def run_button(self):
+        """The toolbar's Run button. Frontend 1.32.9 (ComfyUI 0.3.75) has one button named Run;
+        1.49.6 (ComfyUI 0.33) also names the run-mode menu beside it "Run", and marks the button
+        itself with data-testid="queue-button"."""
+        by_id = self.page.get_by_test_id("queue-button")
+        return by_id if by_id.count() == 1 else self.page.get_by_role("button", name="Run", exact=True)
 
     def wait_finished(self, prompt_id: str, timeout: float = 600.0) -> dict:
         """The history entry once the server has stored it (polled over HTTP)."""
@@ -365,7 +389,8 @@ def run_in_editor(editor: Editor, name: str, *, queue: bool = True, timeout: flo
 
 
 def node_id_of(result: dict, node_type: str) -> int:
-    return next(n["id"] for n in result["loaded"]["nodes"] if n["type"] == node_type)
+    # int: frontend 1.49.6 (ComfyUI 0.33) may report ids from a loaded file as strings
+    return int(next(n["id"] for n in result["loaded"]["nodes"] if n["type"] == node_type))
 
 
 def save_image(png: bytes, path: Path, *, max_width: int | None = None, square: int | None = None,

@@ -20,6 +20,7 @@ MODULES = {
     "swap": ("SwapperLoader", "SwapFaces"),
     "masks": ("MaskOptionsNode",),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
+    "video_io": ("VideoToFrames", "FramesToVideo"),
     "qa": ("QAGate",),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),

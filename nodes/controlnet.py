@@ -131,6 +131,20 @@ class ScheduledControl(ControlBase):
         self.copy_to(c)
         return c
 
+    def deepclone_multigpu(self, load_device, autoregister=False):
+        """ComfyUI >= 0.23 MultiGPU: a copy whose inner ControlNet (weights included) lives on
+        `load_device`. ControlBase raises NotImplementedError here, and sampler_helpers calls it on
+        every ControlNet in a cond's chain when the MODEL carries MultiGPU work units.
+
+        The inner clone is not registered on the inner (autoregister=False): only this wrapper is in
+        the conds, so the per-device chain is ours -> our clone -> its own inner. Its predecessor
+        is relinked per device by core (preprocess_multigpu_conds) after every clone exists."""
+        c = ScheduledControl(self.inner.deepclone_multigpu(load_device, autoregister=False), self.schedule, self.mask)
+        self.copy_to(c)
+        if autoregister:
+            self.multigpu_clones[load_device] = c
+        return c
+
 
 def schedule_inputs() -> list:
     """The per-block factor widgets (BlockSchedule), shared by every node that applies a face ControlNet."""

@@ -11,6 +11,7 @@ from comfy_api.latest import io
 from ..swapline_core.diffusion import tiled_vae
 from ..swapline_core.errors import SwaplineError
 from .convert import check_interrupt, preview_ui, progress, to_image
+from .memory import available_memory
 from .types import CATEGORY, Frames
 
 log = logging.getLogger("swapline")
@@ -141,9 +142,10 @@ class VaeEncoder:
     def _budget(self, need: float) -> float:
         import comfy.model_management as mm
 
-        # loads (or keeps) the weights on the VAE's device and frees `need` there if it can
+        # loads (or keeps) the weights on the VAE's device and frees `need` there if it can; with
+        # Dynamic VRAM (ComfyUI >= 0.16) what it would still evict on demand counts too, as in core's encode
         mm.load_models_gpu([self.vae.patcher], memory_required=need, force_full_load=self.vae.disable_offload)
-        return mm.get_free_memory(self.vae.device) * BUDGET_FRACTION
+        return available_memory(self.vae.device) * BUDGET_FRACTION
 
     # -- encode ------------------------------------------------------------------------------
     def encode(self, images: torch.Tensor, mode: str, tile: int, overlap: int, report) -> torch.Tensor:
@@ -211,8 +213,6 @@ class VaeEncoder:
         working memory leaves room for the lean planes, and planes may use what the tile leaves
         (float32 where it fits). tiled: the given tile, planes no larger than the lean plan.
         Planes that do not fit next to the tiles in VRAM live in host RAM."""
-        import comfy.model_management as mm
-
         spec, dtype = self.spec, self.vae.vae_dtype
         device = torch.device(self.vae.device)
         auto = tile is None
@@ -226,7 +226,7 @@ class VaeEncoder:
         store = device
         if device.type != "cpu" and lean > left:
             store = torch.device("cpu")
-            left = mm.get_free_memory(store) * BUDGET_FRACTION
+            left = available_memory(store) * BUDGET_FRACTION
         left = max(0.0, left)
         plane_budget = left if auto else min(tiled_vae.default_plane_budget(spec, h, w), left)
         return tile, store, int(plane_budget)

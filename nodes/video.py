@@ -51,9 +51,11 @@ def resolve_input(name: str) -> str:
 
 def auto_chunk(width: int, height: int) -> int:
     """Frames per chunk from free RAM: a chunk lives in a few copies while a stage works on it."""
-    import comfy.model_management as mm
+    import torch
 
-    free = mm.get_free_memory(mm.torch.device("cpu"))
+    from .memory import available_memory
+
+    free = available_memory(torch.device("cpu"))
     per_frame = width * height * 3 * 8  # uint8 frames, float copies while blending, layers
     return int(max(4, min(64, (free * 0.05) // max(per_frame, 1))))
 
@@ -245,14 +247,22 @@ def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, prese
     ``index``: the file number to use (the QA report's, so a job's report and video share it)
     unless a video with that number already exists.
     """
-    from ..swapline_core.video.write import VideoWriter
-
     out_dir, name, counter, subfolder, _ = folder_paths.get_save_image_path(
         filename_prefix, folder_paths.get_output_directory(), frames.width, frames.height)
     if index is not None and not os.path.exists(os.path.join(out_dir, f"{name}_{int(index):05}_.mp4")):
         counter = int(index)
     file = f"{name}_{counter:05}_.mp4"
     path = os.path.join(out_dir, file)
+    written, audio_mode, conv = write_sequence(path, frames, crf, preset, audio)
+    result = {"file": os.path.join(subfolder, file), "frames": written, "audio": audio_mode, **conv}
+    return path, subfolder, file, result
+
+
+def write_sequence(path: str, frames: FrameSequence, crf: int, preset: str, audio: bool) -> tuple[int, str | None, dict]:
+    """Stream a sequence into an H.264 MP4 at `path`, chunk by chunk; (frames written, audio mode,
+    the size/timing conversions it made, stated)."""
+    from ..swapline_core.video.write import VideoWriter
+
     hooks = _hooks(frames.count)
     with VideoWriter(path, fps=_fps_of(frames), crf=crf, preset=preset) as writer:
         if audio and frames.has_audio:
@@ -264,9 +274,7 @@ def encode_sequence(frames: FrameSequence, filename_prefix: str, crf: int, prese
             hooks.progress(len(chunk))
     if writer.frames_written != frames.count:
         raise SwaplineError(f"wrote {writer.frames_written} frames but the sequence has {frames.count}")
-    result = {"file": os.path.join(subfolder, file), "frames": writer.frames_written, "audio": writer.audio_mode,
-              **conversions(frames, writer)}
-    return path, subfolder, file, result
+    return writer.frames_written, writer.audio_mode, conversions(frames, writer)
 
 
 def conversions(frames: FrameSequence, writer) -> dict:
@@ -304,20 +312,24 @@ class FramesToImage(io.ComfyNode):
             display_name="Frames to IMAGE (Swapline)",
             category=f"{CATEGORY}/video",
             description="Materialises a (short) frame sequence as a ComfyUI IMAGE batch for core and third-party "
-                        "nodes. Refuses sequences above max_frames, since an IMAGE batch lives in RAM as float32.",
+                        "nodes (e.g. VHS Video Combine), with the audio of those frames as AUDIO (none when the "
+                        "clip has no audio). Refuses sequences above max_frames, since an IMAGE batch lives in "
+                        "RAM as float32.",
             inputs=[Frames.Input("frames", tooltip="The frame sequence."),
                     io.Int.Input("max_frames", default=512, min=1, max=100_000,
                                  tooltip="Safety limit: refuse longer sequences instead of exhausting memory.")],
-            outputs=[io.Image.Output(display_name="images")],
+            outputs=[io.Image.Output(display_name="images"), io.Audio.Output(display_name="audio")],
         )
 
     @classmethod
     def execute(cls, frames, max_frames) -> io.NodeOutput:
+        from .video_io import sequence_audio
+
         if frames.count > max_frames:
             raise SwaplineError(f"the sequence has {frames.count} frames, above max_frames={max_frames}; "
                                 "raise the limit or keep using SWAPLINE_FRAMES nodes (constant memory)")
         out = [f for _, chunk in frames.iter_chunks() for f in chunk]
-        return io.NodeOutput(to_image(out))
+        return io.NodeOutput(to_image(out), sequence_audio(frames))
 
 
 class ImageToFrames(io.ComfyNode):
@@ -327,10 +339,11 @@ class ImageToFrames(io.ComfyNode):
             node_id="SwaplineImageToFrames",
             display_name="IMAGE to Frames (Swapline)",
             category=f"{CATEGORY}/video",
-            description="Turns an IMAGE batch from core or third-party nodes (e.g. a VHS loader) into a "
-                        "SWAPLINE_FRAMES sequence, stored once as lossless PNGs in the Swapline cache. With "
-                        "'reference' connected (the frames the images were made from), the result is that "
-                        "sequence plus a layer of the changed pixels: frame rate, audio and provenance are kept.",
+            description="Turns an IMAGE batch from core or third-party nodes (e.g. VHS Load Video, with its AUDIO) "
+                        "into a SWAPLINE_FRAMES sequence, stored once losslessly in the Swapline cache (PNGs, or an "
+                        "FFV1/PCM file when audio is connected). With 'reference' connected (the frames the "
+                        "images were made from), the result is that sequence plus a layer of the changed pixels: "
+                        "frame rate, audio and provenance are kept.",
             inputs=[io.Image.Input("images", tooltip="The frames, in order."),
                     io.Float.Input("fps", default=24.0, min=0.01, max=1000.0, step=0.01,
                                    tooltip="Frame rate of the sequence (an IMAGE batch carries none). Ignored when "
@@ -338,12 +351,16 @@ class ImageToFrames(io.ComfyNode):
                     io.Int.Input("chunk", default=16, min=1, max=256, tooltip="Frames processed together by later stages."),
                     Frames.Input("reference", optional=True,
                                  tooltip="The sequence these images were edited from (same frame count and size): "
-                                         "keeps its frame rate, audio and source, storing only changed pixels.")],
+                                         "keeps its frame rate, audio and source, storing only changed pixels."),
+                    io.Audio.Input("audio", optional=True,
+                                   tooltip="Audio that plays with the images from their first frame (e.g. VHS Load "
+                                           "Video's audio); kept through to Save Video. Ignored when 'reference' "
+                                           "is connected (its audio is kept).")],
             outputs=[Frames.Output(display_name="frames")],
         )
 
     @classmethod
-    def execute(cls, images, fps, chunk, reference=None) -> io.NodeOutput:
+    def execute(cls, images, fps, chunk, reference=None, audio=None) -> io.NodeOutput:
         from dataclasses import replace
 
         from ..swapline_core.video.store import stage_key
@@ -358,6 +375,10 @@ class ImageToFrames(io.ComfyNode):
             except ValueError as exc:
                 raise SwaplineError(str(exc)) from exc
             return io.NodeOutput(out)
+        if audio is not None:
+            from .video_io import frames_from_memory
+
+            return io.NodeOutput(frames_from_memory(arrays, fps, audio, chunk))
         key = stage_key("image-frames", [hashlib.sha256(a.tobytes()).hexdigest() for a in arrays])
         folder = os.path.join(model_paths.swapline_cache_dir(), "image-frames", key)
         if not os.path.isfile(os.path.join(folder, "done")):

@@ -12,7 +12,7 @@ loaded, over synthetic stand-ins so their model choices resolve; their results w
 random weights. Uses the same driver as
 devtools/swapline_editor.py. Needs Debian's chromium (scripts/setup.sh installs it).
 
-    .venv/bin/python scripts/make_screenshots.py
+    .venv/bin/python scripts/make_screenshots.py [workflow names]
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def main() -> int:
     try:
         with Browser() as browser:
             editor = browser.new_editor(server).open()
-            for name in ui_workflows():
+            for name in sys.argv[1:] or ui_workflows():      # names given: only those thumbnails
                 run = name.endswith("_builtin")
                 res = run_in_editor(editor, name, queue=run)
                 print(f"[screenshots] {name}: loaded" + (f", ran in {res['run_s']} s" if run else " (not run)"))

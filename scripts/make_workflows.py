@@ -174,6 +174,27 @@ def video_swap_refine() -> dict:
     return p
 
 
+def video_swap_core_builtin() -> dict:
+    """video_swap_builtin between core's own video nodes: core Load Video -> VIDEO to Frames (no
+    decode into an IMAGE tensor) ... QA -> Frames to VIDEO -> core Save Video (stream copy)."""
+    p = video_swap(BUILTIN, CLASSICAL, 0.9, "swapline/video_swap_core_builtin")
+    p["1"] = {"class_type": "LoadVideo", "_meta": {"title": "Target clip (core Load Video)"},
+              "inputs": {"file": CLIP}}
+    del p["11"]                                    # the C2PA sink: core Save Video writes the file here
+    # ids in insertion order, 1..n: the UI format numbers nodes that way
+    p["11"] = {"class_type": "SwaplineVideoToFrames",
+               "inputs": {"video": ["1", 0], "start": 0, "count": 0, "stride": 1, "chunk": 16}}
+    for nid in ("7", "9"):
+        p[nid]["inputs"]["frames"] = ["11", 0]
+    p["12"] = {"class_type": "SwaplineFramesToVideo",
+               "inputs": {"frames": ["10", 0], "crf": 18, "preset": "medium", "audio": True}}
+    # format/codec as 0.3.75 names them; 0.33 takes the same (its Save Video keeps `codec` for that)
+    p["13"] = {"class_type": "SaveVideo", "_meta": {"title": "core Save Video"},
+               "inputs": {"video": ["12", 0], "filename_prefix": "swapline/video_swap_core_builtin",
+                          "format": "auto", "codec": "auto"}}
+    return p
+
+
 # node id -> models the editor should find in ComfyUI's folders (UI format `properties.models`)
 UI_MODELS = {"face_refine": {"8": [REFINE_MODELS["checkpoint"]], "9": [REFINE_MODELS["vae"]],
                              "10": [REFINE_MODELS["controlnet"]]},
@@ -185,6 +206,8 @@ WORKFLOWS = {
                            video_swap(BUILTIN, CLASSICAL, 0.9, "swapline/video_swap_builtin")),
     "video_swap": ("Batch video face swap (InsightFace buffalo_l + inswapper_128)",
                    video_swap("buffalo_l", "inswapper_128.onnx", 0.35, "swapline/video_swap")),
+    "video_swap_core_builtin": ("Batch video face swap between core Load Video and core Save Video (built-in "
+                                "models, no download)", video_swap_core_builtin()),
     "image_swap_builtin": ("Image face swap (built-in models, no download)", image_swap(BUILTIN, CLASSICAL, 0.9)),
     "image_swap": ("Image face swap (InsightFace buffalo_l + inswapper_128)", image_swap("buffalo_l", "inswapper_128.onnx", 0.35)),
     "face_refine": ("Face refine: SD1.5 + face ControlNet at low denoise on aligned crops, pasted back", face_refine()),

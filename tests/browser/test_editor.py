@@ -24,11 +24,14 @@ from devtools.swapline_editor import (
 
 NAMES = ui_workflows()
 VIDEO = {"video_swap", "video_swap_builtin", "video_swap_refine"}  # ~15-50 s each on 2 CPU cores
+CORE_VIDEO = "video_swap_core_builtin"       # core Load Video -> ... -> core Save Video
 # face_refine at CI size (3 frames, 256 px crops, 2 steps) on the SD1.5 stand-ins, set in the editor
 SMALL = {"face_refine": {"SwaplineLoadVideo": {"count": 3}, "SwaplineAlignFaces": {"size": "256"},
                          "KSampler": {"steps": 2}},
-         "video_swap_refine": {"SwaplineLoadVideo": {"count": 8}, "SwaplineRefineFrames": {"size": "128", "steps": 2}}}
+         "video_swap_refine": {"SwaplineLoadVideo": {"count": 8}, "SwaplineRefineFrames": {"size": "128", "steps": 2}},
+         CORE_VIDEO: {"SwaplineVideoToFrames": {"count": 8}}}
 PACK = "swapline"  # the folder name under custom_nodes (the harness links the repo under it)
+DIALOGS = ".p-dialog, [role=dialog]"
 
 
 def _diff(a: dict, b: dict) -> dict:
@@ -44,10 +47,11 @@ def _diff(a: dict, b: dict) -> dict:
 
 def test_shipped_ui_workflows_found():
     assert NAMES == ["face_refine", "image_swap", "image_swap_builtin", "video_swap", "video_swap_builtin",
-                     "video_swap_refine"]
+                     "video_swap_core_builtin", "video_swap_refine"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in VIDEO else n for n in NAMES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in VIDEO | {CORE_VIDEO} else n
+                                  for n in NAMES])
 def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
     res = run_in_editor(editor, name, widgets=SMALL.get(name))
     ui = {int(k): v for k, v in res["ui"].items()}
@@ -58,6 +62,12 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         assert editor.server.output_path(video).stat().st_size > 1_000
         for node_type in ("SwaplineFaceHint", "PreviewImage"):   # hints and refined crops shown in the editor
             editor.wait_for("(id) => (app.graph.getNodeById(id).imgs || []).length === 3", node_id_of(res, node_type))
+    elif name == CORE_VIDEO:
+        qa_id = node_id_of(res, "SwaplineQAGate")
+        assert ui[qa_id]["qa_frames"] == 8 and ui[qa_id]["has_chart"]
+        saved = outputs[str(node_id_of(res, "SaveVideo"))]
+        video = (saved.get("images") or saved.get("videos"))[0]
+        assert video["filename"].endswith(".mp4") and editor.server.output_path(video).stat().st_size > 10_000
     elif name in VIDEO:
         frames = SMALL.get(name, {}).get("SwaplineLoadVideo", {}).get("count", 48)
         qa_id = node_id_of(res, "SwaplineQAGate")
@@ -91,9 +101,14 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
     for node in twin.values():
         node["inputs"].update(SMALL.get(name, {}).get(node["class_type"], {}))
     # "video-preview" is the frontend's own preview widget of a video upload input (sent as "", ignored
-    # by the server); everything else must match
+    # by the server). Frontend 1.49.6 also sends core Save Video's codec as the dynamic combo's nested
+    # "format.codec" next to the flat "codec" 0.33 keeps for older prompts: the same choice when equal.
+    # Everything else must match.
+    def keep(i, x, inputs):
+        return i != "video-preview" and not ("." in i and inputs.get(i.rsplit(".", 1)[1]) == x)
+
     strip = lambda p: {k: {"class_type": v["class_type"],  # noqa: E731
-                           "inputs": {i: x for i, x in v["inputs"].items() if i != "video-preview"}}
+                           "inputs": {i: x for i, x in v["inputs"].items() if keep(i, x, v["inputs"])}}
                        for k, v in p.items()}
     # what the editor queued (and would queue again now) is the shipped API twin
     assert not _diff(strip(res["queued_prompt"]), strip(twin)), _diff(strip(res["queued_prompt"]), strip(twin))
@@ -175,21 +190,24 @@ def test_template_browser_lists_the_workflows(editor, artifacts_dir):
     page.on("response", lambda r: thumbs.__setitem__(r.url.split("/")[-1], r.status)
             if f"/api/workflow_templates/{PACK}/" in r.url and not r.url.endswith(".json") else None)
     page.evaluate("app.extensionManager.command.execute('Comfy.BrowseTemplates')")
-    dialog = page.locator(".p-dialog").filter(has_text="Templates")
+    # frontend 1.32.9 (ComfyUI 0.3.75): a PrimeVue .p-dialog; 1.49.6 (0.33): a role=dialog panel
+    # whose sidebar lists custom-node packs under EXTENSIONS
+    dialog = page.locator(DIALOGS).filter(has_text="Templates").first
     dialog.get_by_text(PACK, exact=True).first.click()
     for name in NAMES:
         dialog.get_by_text(name, exact=True).first.wait_for(timeout=15_000)
     page.wait_for_function(
-        "(n) => [...document.querySelectorAll('.p-dialog img')].filter((i) => i.complete).length >= n",
-        arg=len(NAMES), timeout=15_000)
+        "([sel, n]) => [...document.querySelectorAll(sel.split(', ').map((d) => d + ' img').join(', '))]"
+        ".filter((i) => i.complete && i.naturalWidth > 0).length >= n",
+        arg=[DIALOGS, len(NAMES)], timeout=15_000)
     page.wait_for_timeout(300)
     save_image(page.screenshot(), artifacts_dir / "editor_templates.png", max_width=1600, max_bytes=2_000_000)
-    # the 1.32.9 frontend asks for <pack>/<name>.jpg beside <name>.json; we ship those files
+    # both frontends (1.32.9, 1.49.6) ask for <pack>/<name>.jpg beside <name>.json; we ship those files
     assert thumbs == {f"{n}.jpg": 200 for n in NAMES}, thumbs
 
     # choosing a template loads it into the editor
     dialog.get_by_text("video_swap_builtin", exact=True).first.click()
-    page.wait_for_function("() => !document.querySelector('.p-dialog')", timeout=15_000)
+    page.wait_for_function("(sel) => !document.querySelector(sel)", arg=DIALOGS, timeout=15_000)
     types = page.evaluate("() => app.graph.nodes.map((n) => n.type).sort()")
     shipped = json.loads((WORKFLOWS / "video_swap_builtin.json").read_text())
     assert types == sorted(n["type"] for n in shipped["nodes"])
