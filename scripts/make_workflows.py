@@ -42,7 +42,7 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
               "inputs": {"swapper": swapper, "provider": "auto", "mask": "ellipse", "mask_erode": 0.0, "mask_blur": 0.05}},
         "9": {"class_type": "SwaplineSwapFrames",
               "inputs": {"frames": ["1", 0], "faces": ["7", 0], "face_model": ["5", 0], "swapper": ["8", 0],
-                         "color_match": True}},
+                         "color_match": True, "guards": True, "max_yaw": 0.0}},
         "10": {"class_type": "SwaplineQAGate",
                "inputs": {"frames": ["9", 0], "faces": ["7", 0], "face_model": ["5", 0], "analyzer": ["4", 0],
                           # production default: a failing frame gets the original back (still reported)
@@ -76,7 +76,7 @@ def image_swap(pack: str, swapper: str, threshold: float) -> dict:
               "inputs": {"swapper": swapper, "provider": "auto", "mask": "ellipse", "mask_erode": 0.0, "mask_blur": 0.05}},
         "8": {"class_type": "SwaplineSwapFaces",
               "inputs": {"images": ["1", 0], "faces": ["6", 0], "face_model": ["5", 0], "swapper": ["7", 0],
-                         "color_match": True}},
+                         "color_match": True, "guards": True, "max_yaw": 0.0}},
         "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0], "filename_prefix": "swapline/image_swap"}},
     }
 
