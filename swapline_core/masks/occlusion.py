@@ -153,6 +153,14 @@ def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensiti
     outside = np.bincount(labels[cand.astype(bool) & ~zones], minlength=n)
     comp = stats[:, cv2.CC_STAT_AREA]
     occ = (outside >= max(3, 0.003 * area)) & (outside >= 0.15 * comp)
+    # Real occluders enter the face from outside (glasses temples, hands, microphones, hair) or
+    # cover much of it (a bar, sunglasses). A small blob wholly inside the face is the face itself:
+    # a specular highlight on the nose or forehead, which kept as "target" reads as a white patch
+    # in the swap (seen on the kling clip's nose). Such blobs must touch the rim of the paste area
+    # or cover >= 3 % of it.
+    rim = inside & ~cv2.erode(inside.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+    touches = np.bincount(labels[cand.astype(bool) & rim], minlength=n) > 0
+    occ &= touches | (comp >= 0.03 * area)
     occ[0] = False
     mask = occ[labels]
     # Lens glare or a speck of skin colour inside an occluder is still the occluder.
