@@ -8,6 +8,8 @@ Order matters and is the same for still images (Swap Faces) and video (Swap Face
 4. the mask stack (``swapline_core.masks``), computed on the *target*, cuts occluders, regions
    and the mouth interior out of each patch's mask;
 5. paste-back.
+Faces refused only for being too small for the swapper go through steps 1-4 again on an upscaled
+crop (``swap/upscale.py``) and come back as one frame-space patch.
 """
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ import numpy as np
 
 from ..errors import SwaplineError
 from ..faces.paste import apply_patches
-from ..guards import GuardOptions, screen
+from ..guards import GuardOptions, check_face, competence_for, screen
 from ..masks import MaskOptions, refine_masks
 from ..types import Face, SourceIdentity, SwapPatch
+from . import upscale
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     accepted = [[f for f, v in zip(fs, vs) if v is None] for fs, vs in zip(faces, verdicts)]
     patches = _timed(t, "swap", swapper.swap, frames, accepted, source)
     patches = _timed(t, "masks", refine_masks, frames, accepted, patches, opts.masks, context)
+    if opts.guards.enabled:
+        small = _timed(t, "upscaled", _swap_small, swapper, analyzer, frames, faces, verdicts, source, opts)
+        if small:
+            patches = _merge_small(faces, verdicts, patches, small)
     color = opts.color_match and not getattr(swapper, "matches_color", False)
     out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=color) if ps else f
                                       for f, ps in zip(frames, patches)])
@@ -89,6 +96,47 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
             row.append(rec)
         records.append(row)
     return ChunkResult(list(out), patches, records)
+
+
+def _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts: SwapOptions) -> dict:
+    """Faces refused only for being too small, swapped on an upscaled crop (swap/upscale.py).
+    Returns {(frame k, face j): patch or None}; updates ``verdicts`` in place."""
+    comp = competence_for(swapper, opts.guards)
+    out = {}
+    for k, (frame, fs, vs) in enumerate(zip(frames, faces, verdicts)):
+        for j, (face, v) in enumerate(zip(fs, vs)):
+            if v is None or not v.startswith("too small") or not upscale.wants_upscale(face, comp.min_inter_ocular_px):
+                continue
+            crop, f2, region, (sx, _) = upscale.crop_for(frame, face, comp.min_inter_ocular_px)
+            if swapper.needs_landmarks:
+                analyzer.landmarks68([crop], [[f2]])
+            why = check_face(swapper, crop, f2, opts.guards)
+            if why is not None:
+                vs[j] = f"{why} (on a {sx:.1f}x upscaled crop)"
+                continue
+            ps = swapper.swap([crop], [[f2]], source)
+            ps = refine_masks([crop], [[f2]], ps, opts.masks, None)
+            patch = upscale.patch_to_frame(ps[0][0], crop.shape, region) if ps[0] else None
+            if patch is not None:
+                patch.info["upscaled"] = round(float(sx), 2)
+                vs[j] = None
+                out[(k, j)] = patch
+    return out
+
+
+def _merge_small(faces, verdicts, patches, small: dict) -> list[list[SwapPatch]]:
+    """Patches in face order again: the regular swaps, with the upscaled ones where they belong."""
+    merged = []
+    for k, (fs, vs, ps) in enumerate(zip(faces, verdicts, patches)):
+        it = iter(ps)
+        row = []
+        for j, v in enumerate(vs):
+            if (k, j) in small:
+                row.append(small[(k, j)])
+            elif v is None:
+                row.append(next(it))
+        merged.append(row)
+    return merged
 
 
 def _timed(t: dict, name: str, fn, *args):
