@@ -70,6 +70,16 @@ def bench_doc(results: dict, run: dict) -> str:
     return "\n".join(lines)
 
 
+def quality_doc(q: dict, machine: dict, run: dict) -> str:
+    from .quality.report import markdown as quality_md
+
+    lines = _header("Swap quality on known-truth cases: measurements",
+                    "The swap a viewer sees, scored by an independent scorer on cases whose truth is known by "
+                    "construction (`bench/quality/`, method in `bench/README.md`). Before/after strips of each "
+                    "case: `out/bench/quality_<case>.png` of the same run.", run, machine)
+    return "\n".join(lines + quality_md(q) + [""])
+
+
 def write(results: dict) -> list[str]:
     """Write the docs for the sections of a complete bench.run result; returns the paths written."""
     DOCS.mkdir(parents=True, exist_ok=True)
@@ -78,6 +88,9 @@ def write(results: dict) -> list[str]:
     if results.get("tiled_vae"):
         (DOCS / "tiled_vae.md").write_text(tiled_vae_doc(results["tiled_vae"], results["machine"], run))
         written.append("docs/measurements/tiled_vae.md")
+    if results.get("quality"):
+        (DOCS / "quality.md").write_text(quality_doc(results["quality"], results["machine"], run))
+        written.append("docs/measurements/quality.md")
     s = results.get("settings", {})
     if not (s.get("skip_speed") and s.get("skip_rss")):
         (DOCS / "bench.md").write_text(bench_doc(results, run))

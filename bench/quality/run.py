@@ -52,14 +52,16 @@ def run_pipeline(case, analyzer, swapper, source, work: Path) -> dict:
             "seconds": {"track": t1 - t0, "swap": t2 - t1}}
 
 
-def catastrophic(case, res) -> int:
-    """Frames with changed pixels outside every true face box (boxes include forehead + 10 %)."""
-    bad = 0
+def catastrophic(case, res) -> dict:
+    """Frames with changed pixels outside every true face box (boxes include forehead + 10 %):
+    {frame: changed pixels outside}."""
+    bad = {}
     for i, (a, b) in enumerate(zip(res["inputs"], res["outputs"])):
         ch = score.changed(a, b)
         for x0, y0, x1, y1 in case.boxes[i]:
             ch[max(0, int(y0)):max(0, int(np.ceil(y1))), max(0, int(x0)):max(0, int(np.ceil(x1)))] = False
-        bad += int(ch.any())
+        if ch.any():
+            bad[i] = int(ch.sum())
     return bad
 
 
@@ -137,7 +139,8 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
         log(f"quality: {c.name} ({len(c.frames)} frames)")
         res = run_pipeline(c, case0.analyzer, case0.swapper, case0.source, work)
         swaps.append(res["swap"])
-        row = {"frames": len(c.frames), "catastrophic_pastes": catastrophic(c, res),
+        cat = catastrophic(c, res)
+        row = {"frames": len(c.frames), "catastrophic_pastes": len(cat), "catastrophic_frames": cat,
                "skipped": res["swap"].get("skipped", {}), "seconds": res["seconds"]}
         cat_total += row["catastrophic_pastes"]
         if c.occluder:
