@@ -279,9 +279,9 @@ def derive_landmark_layout():
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from .media import HANKS, SAMPLES, T1, insightface_image, rgb
-
     from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+
+    from .media import HANKS, SAMPLES, T1, insightface_image, rgb
 
     analyzer, shapes = BuiltinAnalyzer(), []
     for path in (SAMPLES / "target_reference.png", insightface_image(HANKS), insightface_image(T1)):

@@ -9,6 +9,7 @@ import importlib
 import logging
 
 from comfy_api.latest import ComfyExtension, io
+from typing_extensions import override
 
 from . import model_paths
 
@@ -29,9 +30,11 @@ MODULES = {
 
 
 class SwaplineExtension(ComfyExtension):
+    @override
     async def on_load(self) -> None:
         model_paths.register()
 
+    @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         model_paths.register()
         nodes: list[type[io.ComfyNode]] = []

@@ -5,15 +5,16 @@ import json
 
 import numpy as np
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
-from ..swapline_core.faces import align as core_align
-from ..swapline_core.faces import select as core_select
-from ..swapline_core.errors import NoFaceError
-from ..swapline_core.types import FaceSet, FrameFaces
 from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.errors import NoFaceError
+from ..swapline_core.faces import align as core_align
+from ..swapline_core.faces import select as core_select
 from ..swapline_core.faces.paste import crop_mask
 from ..swapline_core.faces.preview import draw_faces
+from ..swapline_core.types import FaceSet, FrameFaces
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
@@ -40,6 +41,7 @@ def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_th
 
 class AnalyzerLoader(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineAnalyzerLoader",
@@ -50,24 +52,29 @@ class AnalyzerLoader(io.ComfyNode):
                         "ship inside pip packages (works with nothing downloaded).",
             inputs=[
                 io.Combo.Input("pack", options=[BUILTIN] + model_paths.analysis_packs(), default=BUILTIN,
-                               tooltip="Analysis pack folder under models/insightface/models, or the built-in analyzer."),
+                               tooltip="Analysis pack folder under models/insightface/models, or the built-in "
+                                       "analyzer."),
                 io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
-                               tooltip="ONNX Runtime execution provider. The provider each session really got is reported."),
+                               tooltip="ONNX Runtime execution provider. The provider each session really got is "
+                                       "reported."),
                 io.Int.Input("det_size", default=640, min=160, max=1280, step=32,
                              tooltip="Detector input size (square). 640 is the classic InsightFace setting."),
                 io.Float.Input("det_thresh", default=0.0, min=0.0, max=0.99, step=0.01,
-                               tooltip="Minimum detection score for a face to count (0 = the detector's own default: 0.5 for InsightFace SCRFD, 0.9 for the built-in MTCNN)."),
+                               tooltip="Minimum detection score for a face to count (0 = the detector's own default: "
+                                       "0.5 for InsightFace SCRFD, 0.9 for the built-in MTCNN)."),
             ],
             outputs=[Analyzer.Output(display_name="analyzer"),
                      io.String.Output(display_name="providers")],
         )
 
     @classmethod
+    @override
     def validate_inputs(cls, pack):
         return pack == BUILTIN or model_paths.check_choice(
             "analysis pack", pack, model_paths.analysis_packs(), model_paths.analysis_roots())
 
     @classmethod
+    @override
     def execute(cls, pack, provider, det_size, det_thresh) -> io.NodeOutput:
         analyzer = load_analyzer(pack, provider, det_size, det_thresh)
         report = json.dumps({"analyzer": analyzer.name, "recognizer": analyzer.recognizer_name,
@@ -94,6 +101,7 @@ def apply_no_face_policy(faceset: FaceSet, policy: str) -> None:
 
 class DetectFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineDetectFaces",
@@ -108,9 +116,11 @@ class DetectFaces(io.ComfyNode):
                 io.Boolean.Input("embeddings", default=True,
                                  tooltip="Compute identity embeddings (needed to select faces by identity)."),
                 io.Boolean.Input("landmarks", default=False,
-                                 tooltip="Compute 68-point landmarks where the analyzer has them (the classical swapper computes them itself when needed)."),
+                                 tooltip="Compute 68-point landmarks where the analyzer has them (the classical "
+                                         "swapper computes them itself when needed)."),
                 io.Combo.Input("no_face", options=list(NO_FACE_POLICIES), default="pass through",
-                               tooltip="What to do when a frame has no face: keep it (recorded as no_face) or stop with an error."),
+                               tooltip="What to do when a frame has no face: keep it (recorded as no_face) or stop "
+                                       "with an error."),
             ],
             outputs=[Faces.Output(display_name="faces"),
                      io.Image.Output(display_name="preview"),
@@ -118,6 +128,7 @@ class DetectFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, analyzer, embeddings, landmarks, no_face) -> io.NodeOutput:
         frames = to_arrays(images)
         pbar, result = progress(len(frames)), []
@@ -134,6 +145,7 @@ class DetectFaces(io.ComfyNode):
 
 class SelectFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSelectFaces",
@@ -144,45 +156,55 @@ class SelectFaces(io.ComfyNode):
             inputs=[
                 Faces.Input("faces", tooltip="From Detect Faces."),
                 io.Combo.Input("mode", options=list(core_select.MODES), default="identity",
-                               tooltip="identity: similarity to the reference; largest; index / reading_order: the indices below; all; gender_*: where the pack predicts gender."),
+                               tooltip="identity: similarity to the reference; largest; index / reading_order: the "
+                                       "indices below; all; gender_*: where the pack predicts gender."),
                 FaceModel.Input("reference", optional=True,
                                                        tooltip="Face model of the person to select (identity mode)."),
                 io.Float.Input("threshold", default=0.35, min=-1.0, max=1.0, step=0.01,
                                tooltip="Minimum cosine similarity to the reference for identity mode."),
-                io.String.Input("indices", default="0", tooltip="Comma list or ranges, e.g. '0,2-3' (index and reading_order modes)."),
-                io.Int.Input("max_faces", default=1, min=0, max=64, tooltip="At most this many faces per frame (0 = no limit)."),
-                io.Image.Input("images", optional=True, tooltip="The detected images, to draw a preview of the selection."),
+                io.String.Input("indices", default="0", tooltip="Comma list or ranges, e.g. '0,2-3' (index and "
+                                                                "reading_order modes)."),
+                io.Int.Input("max_faces", default=1, min=0, max=64, tooltip="At most this many faces per frame (0 = "
+                                                                            "no limit)."),
+                io.Image.Input("images", optional=True, tooltip="The detected images, to draw a preview of the "
+                                                                "selection."),
             ],
             outputs=[Faces.Output(display_name="selected"),
                      io.String.Output(display_name="similarities")],
         )
 
     @classmethod
+    @override
     def execute(cls, faces, mode, threshold, indices, max_faces, reference=None, images=None) -> io.NodeOutput:
         ref = None if reference is None else reference.embedding
         if ref is not None and faces.frames and any(f.embedding is None for fr in faces.frames for f in fr.faces):
             raise ValueError("the faces have no embeddings: enable 'embeddings' on Detect Faces")
         if ref is not None and reference.recognizer != getattr(faces.analyzer, "recognizer_name", reference.recognizer):
             raise ValueError(f"the reference face model was made with '{reference.recognizer}' but the faces "
-                             f"were embedded by '{faces.analyzer.recognizer_name}': rebuild the face model with the same analyzer")
+                             f"were embedded by '{faces.analyzer.recognizer_name}': rebuild the face model with the "
+                             f"same analyzer")
         frames, sims, chosen_all = [], [], []
         for fr in faces.frames:
             chosen, s = core_select.select(fr.faces, mode, ref, threshold, indices, max_faces)
             frames.append(FrameFaces(fr.index, [fr.faces[i] for i in chosen], fr.width, fr.height))
             sims.append(s)
             chosen_all.append(chosen)
-        out = FaceSet(frames, faces.analyzer, selection=mode, similarities=[[s[i] for i in c] for s, c in zip(sims, chosen_all)])
-        report = json.dumps([{"frame": fr.index, "selected": c, "similarity": [None if v is None else round(v, 4) for v in s]}
+        out = FaceSet(frames, faces.analyzer, selection=mode,
+                      similarities=[[s[i] for i in c] for s, c in zip(sims, chosen_all)])
+        report = json.dumps([{"frame": fr.index, "selected": c,
+                              "similarity": [None if v is None else round(v, 4) for v in s]}
                              for fr, c, s in zip(faces.frames, chosen_all, sims)])
         if images is not None:
             arrays = to_arrays(images)
-            preview = to_image([draw_faces(a, fr.faces, c, s) for a, fr, c, s in zip(arrays, faces.frames, chosen_all, sims)])
+            preview = to_image([draw_faces(a, fr.faces, c, s)
+                                for a, fr, c, s in zip(arrays, faces.frames, chosen_all, sims)])
             return io.NodeOutput(out, report, ui=preview_ui(cls, preview, selection=out.to_json()))
         return io.NodeOutput(out, report, ui=preview_ui(cls, selection=out.to_json()))
 
 
 class AlignFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineAlignFaces",
@@ -196,13 +218,15 @@ class AlignFaces(io.ComfyNode):
                 io.Combo.Input("size", options=[str(s) for s in core_align.CROP_SIZES], default="512",
                                tooltip="Crop size in pixels."),
                 io.Combo.Input("template", options=["arcface", "ffhq"], default="arcface",
-                               tooltip="arcface: what swappers/recognizers expect; ffhq: what GFPGAN-style restorers expect."),
+                               tooltip="arcface: what swappers/recognizers expect; ffhq: what GFPGAN-style restorers "
+                                       "expect."),
             ],
             outputs=[io.Image.Output(display_name="crops"), Transforms.Output(display_name="transforms"),
                      io.Mask.Output(display_name="masks")],
         )
 
     @classmethod
+    @override
     def execute(cls, images, faces, size, template) -> io.NodeOutput:
         size = int(size)
         arrays = to_arrays(images)
@@ -221,6 +245,7 @@ class AlignFaces(io.ComfyNode):
 
 class PasteFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplinePasteFaces",
@@ -231,7 +256,8 @@ class PasteFaces(io.ComfyNode):
                         "outside the mask stay bit-identical.",
             inputs=[
                 io.Image.Input("images", tooltip="The frames the faces were aligned from."),
-                io.Image.Input("crops", tooltip="Edited crops, in the order Align Faces produced them (any size: resized to the aligned size)."),
+                io.Image.Input("crops", tooltip="Edited crops, in the order Align Faces produced them (any size: "
+                                                "resized to the aligned size)."),
                 Transforms.Input("transforms", tooltip="From Align Faces."),
                 io.Float.Input("mask_erode", default=0.02, min=0.0, max=0.3, step=0.005,
                                tooltip="Shrink the paste mask by this fraction of the crop size."),
@@ -242,6 +268,7 @@ class PasteFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, crops, transforms, mask_erode, mask_blur) -> io.NodeOutput:
         import cv2
 

@@ -8,13 +8,14 @@ import uuid
 
 import folder_paths
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
 from .. import swapline_core
+from ..swapline_core.errors import SwaplineError
 from ..swapline_core.provenance import audit_log
 from ..swapline_core.provenance import signing as signing_config
-from ..swapline_core.errors import SwaplineError
-from ..swapline_core.provenance.hashing import model_manifest, sha256_file
 from ..swapline_core.provenance.c2pa import sign_and_verify
+from ..swapline_core.provenance.hashing import model_manifest, sha256_file
 from ..swapline_core.video.write import write_image
 from .convert import to_arrays
 from .types import CATEGORY, FaceModel, Frames, QAReport
@@ -38,6 +39,7 @@ def _source_ingredient(face_model, tmpdir: str):
 
 class C2PASink(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineC2PASink",
@@ -55,24 +57,30 @@ class C2PASink(io.ComfyNode):
                 io.Image.Input("images", optional=True, tooltip="Or swapped images (written as PNG/JPEG)."),
                 io.Image.Input("target_images", optional=True,
                                tooltip="The original target images (the parent ingredient) when signing images."),
-                FaceModel.Input("face_model", optional=True, tooltip="The source identity (its image becomes the componentOf ingredient)."),
-                QAReport.Input("qa", optional=True, tooltip="QA gate report: its summary goes into the swapline.qa assertion."),
-                io.String.Input("filename_prefix", default="swapline/signed", tooltip="Output name prefix (may contain a subfolder)."),
+                FaceModel.Input("face_model", optional=True, tooltip="The source identity (its image becomes the "
+                                                                     "componentOf ingredient)."),
+                QAReport.Input("qa", optional=True, tooltip="QA gate report: its summary goes into the swapline.qa "
+                                                            "assertion."),
+                io.String.Input("filename_prefix", default="swapline/signed", tooltip="Output name prefix (may "
+                                                                                      "contain a subfolder)."),
                 io.Combo.Input("image_format", options=["png", "jpeg"], default="png", tooltip="Format for images."),
                 io.Int.Input("crf", default=18, min=0, max=51, tooltip="x264 quality for videos (lower = better)."),
                 io.Combo.Input("preset", options=["ultrafast", "veryfast", "fast", "medium", "slow"], default="medium",
                                tooltip="x264 speed/size trade-off."),
                 io.Boolean.Input("audio", default=True, tooltip="Keep the source audio in videos."),
                 io.String.Input("attestation", default="", multiline=True,
-                                tooltip="Optional consent/attestation text recorded in the manifest (e.g. 'subject consented on 2026-11-01')."),
+                                tooltip="Optional consent/attestation text recorded in the manifest (e.g. 'subject "
+                                        "consented on 2026-11-01')."),
                 io.Boolean.Input("require_trusted_signer", default=False,
-                                 tooltip="Refuse to sign with the local development certificate: a configured signing.json is required."),
+                                 tooltip="Refuse to sign with the local development certificate: a configured "
+                                         "signing.json is required."),
             ],
             outputs=[io.String.Output(display_name="path"), io.String.Output(display_name="signing")],
             is_output_node=True,
         )
 
     @classmethod
+    @override
     def execute(cls, filename_prefix, image_format, crf, preset, audio, attestation, require_trusted_signer,
                 frames=None, images=None, target_images=None, face_model=None, qa=None) -> io.NodeOutput:
         if (frames is None) == (images is None):

@@ -8,10 +8,10 @@ from dataclasses import replace
 import folder_paths
 from comfy_api.latest import io, ui
 
-from ..swapline_core.video import stages as pipeline
-from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.provenance.hashing import model_manifest
+from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.qa.plot import plot_report
+from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.write import write_image
 from . import model_paths
 from .convert import check_interrupt, progress

@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 
 from comfy_api.latest import io
+from typing_extensions import override
 
-from ..swapline_core.video import stages as pipeline
-from ..swapline_core.errors import SwaplineError
-from ..swapline_core.types import FaceSet
 from ..swapline_core.backends.cache import cached
-from ..swapline_core.faces.paste import apply_patches, union_mask
 from ..swapline_core.backends.restorers import load_restorer
+from ..swapline_core.errors import SwaplineError
+from ..swapline_core.faces.paste import apply_patches, union_mask
+from ..swapline_core.types import FaceSet
+from ..swapline_core.video import stages as pipeline
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Faces, Frames, Restorer
@@ -46,6 +47,7 @@ def load_managed_restorer(name: str, fidelity: float, mask_blur: float):
 
 class RestorerLoader(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRestorerLoader",
@@ -56,21 +58,25 @@ class RestorerLoader(io.ComfyNode):
                         "ComfyUI like any other model.",
             inputs=[
                 io.Combo.Input("restorer", options=model_paths.files(model_paths.FACERESTORE),
-                               tooltip="Face restoration model file in models/facerestore_models (e.g. GFPGANv1.4.pth)."),
+                               tooltip="Face restoration model file in models/facerestore_models "
+                                       "(e.g. GFPGANv1.4.pth)."),
                 io.Float.Input("codeformer_fidelity", default=0.5, min=0.0, max=1.0, step=0.05,
                                tooltip="CodeFormer only: 0 favours quality, 1 favours fidelity to the input face."),
                 io.Float.Input("mask_blur", default=0.1, min=0.0, max=0.3, step=0.005,
-                               tooltip="Feather width of the paste-back mask as a fraction of the face crop (inside the mask only)."),
+                               tooltip="Feather width of the paste-back mask as a fraction of the face crop (inside "
+                                       "the mask only)."),
             ],
             outputs=[Restorer.Output(display_name="restorer")],
         )
 
     @classmethod
+    @override
     def validate_inputs(cls, restorer):
         return model_paths.check_choice("face restorer", restorer, model_paths.files(model_paths.FACERESTORE),
                                         model_paths.folders(model_paths.FACERESTORE))
 
     @classmethod
+    @override
     def execute(cls, restorer, codeformer_fidelity, mask_blur) -> io.NodeOutput:
         return io.NodeOutput(load_managed_restorer(restorer, codeformer_fidelity, mask_blur))
 
@@ -87,6 +93,7 @@ def _batch_input():
 
 class RestoreFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRestoreFaces",
@@ -106,6 +113,7 @@ class RestoreFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, faces: FaceSet, restorer, weight, batch) -> io.NodeOutput:
         frames = to_arrays(images)
         if len(faces.frames) != len(frames):
@@ -127,6 +135,7 @@ class RestoreFaces(io.ComfyNode):
 
 class RestoreFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRestoreFrames",
@@ -146,6 +155,7 @@ class RestoreFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, faces, restorer, weight, batch) -> io.NodeOutput:
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)

@@ -5,12 +5,12 @@ import json
 
 from comfy_api.latest import io
 
-from ..swapline_core.errors import SwaplineError
-from ..swapline_core.types import FaceSet
 from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
+from ..swapline_core.types import FaceSet
 from . import model_paths
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, FaceModel, Faces, Swapper

@@ -7,13 +7,13 @@ import os
 
 import folder_paths
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
-from ..swapline_core.video import stages as pipeline
-
-from ..swapline_core.video import read as video_read
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.video.frames import FrameSequence
 from ..swapline_core.swap.chunk import SwapOptions
+from ..swapline_core.video import read as video_read
+from ..swapline_core.video import stages as pipeline
+from ..swapline_core.video.frames import FrameSequence
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, Swapper
@@ -56,6 +56,7 @@ def auto_chunk(width: int, height: int) -> int:
 
 class LoadVideo(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineLoadVideo",
@@ -68,21 +69,26 @@ class LoadVideo(io.ComfyNode):
                 io.Combo.Input("video", options=input_videos(), upload=io.UploadType.video,
                                tooltip="A video/animated image file or an image folder inside ComfyUI's input folder."),
                 io.Int.Input("start", default=0, min=0, max=10_000_000, tooltip="First frame to use (0-based)."),
-                io.Int.Input("count", default=0, min=0, max=10_000_000, tooltip="Number of frames to use (0 = to the end)."),
-                io.Int.Input("stride", default=1, min=1, max=100, tooltip="Use every n-th frame (the fps is divided accordingly)."),
+                io.Int.Input("count", default=0, min=0, max=10_000_000, tooltip="Number of frames to use (0 = to the "
+                                                                                "end)."),
+                io.Int.Input("stride", default=1, min=1, max=100, tooltip="Use every n-th frame (the fps is divided "
+                                                                          "accordingly)."),
                 io.Int.Input("chunk", default=16, min=0, max=256,
-                             tooltip="Frames decoded and processed together (0 = choose from free memory). Resume works per chunk."),
+                             tooltip="Frames decoded and processed together (0 = choose from free memory). Resume "
+                                     "works per chunk."),
             ],
             outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="info")],
         )
 
     @classmethod
+    @override
     def fingerprint_inputs(cls, video, **_):
         path = resolve_input(video)
         st = os.stat(path)
         return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
     @classmethod
+    @override
     def validate_inputs(cls, video):  # no **kwargs: it would switch off core's range checks
         try:
             resolve_input(video)
@@ -91,6 +97,7 @@ class LoadVideo(io.ComfyNode):
         return True
 
     @classmethod
+    @override
     def execute(cls, video, start, count, stride, chunk) -> io.NodeOutput:
         path = resolve_input(video)
         info = video_read.probe(path)
@@ -109,6 +116,7 @@ def _hooks(total: int) -> pipeline.Hooks:
 
 class TrackFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineTrackFaces",
@@ -123,12 +131,15 @@ class TrackFaces(io.ComfyNode):
                 Analyzer.Input("analyzer", tooltip="From Load Face Analyzer."),
                 io.Combo.Input("mode", options=list(TRACK_MODES), default="identity",
                                tooltip="identity: follow the person of the reference face model; largest; all faces."),
-                FaceModel.Input("reference", optional=True, tooltip="Face model of the person to follow (identity mode)."),
+                FaceModel.Input("reference", optional=True, tooltip="Face model of the person to follow (identity "
+                                                                    "mode)."),
                 io.Float.Input("threshold", default=0.35, min=-1.0, max=1.0, step=0.01,
-                               tooltip="Minimum cosine similarity to the reference for a detection to count as that person."),
+                               tooltip="Minimum cosine similarity to the reference for a detection to count as that "
+                                       "person."),
                 io.Int.Input("max_faces", default=1, min=0, max=32, tooltip="Faces to track per frame (0 = all)."),
                 io.Int.Input("detect_every", default=8, min=1, max=120,
-                             tooltip="Run the detector every N frames (and whenever a track weakens); 1 = every frame."),
+                             tooltip="Run the detector every N frames (and whenever a track weakens); "
+                                     "1 = every frame."),
                 io.Int.Input("max_missing", default=12, min=0, max=300,
                              tooltip="Frames a track survives without a matching detection before it is dropped."),
                 io.Float.Input("smoothing", default=0.5, min=0.0, max=1.0, step=0.05,
@@ -138,6 +149,7 @@ class TrackFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, analyzer, mode, threshold, max_faces, detect_every, max_missing, smoothing,
                 reference=None) -> io.NodeOutput:
         if mode == "identity" and reference is None:
@@ -158,6 +170,7 @@ class TrackFaces(io.ComfyNode):
 
 class SwapFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSwapFrames",
@@ -178,6 +191,7 @@ class SwapFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, faces, face_model, swapper, color_match) -> io.NodeOutput:
         out, report = pipeline.swap_frames(frames, faces, face_model, swapper, faces.analyzer,
                                            model_paths.swapline_cache_dir(), _hooks(frames.count),
@@ -188,6 +202,7 @@ class SwapFrames(io.ComfyNode):
 
 class SaveVideo(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSaveVideo",
@@ -198,17 +213,22 @@ class SaveVideo(io.ComfyNode):
                         "exactly as many frames as the input sequence.",
             inputs=[
                 Frames.Input("frames", tooltip="The frame sequence to encode."),
-                io.String.Input("filename_prefix", default="swapline/video", tooltip="Output name prefix (may contain a subfolder)."),
-                io.Int.Input("crf", default=18, min=0, max=51, tooltip="x264 quality: lower is better and larger (18 is visually lossless)."),
-                io.Combo.Input("preset", options=["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower"],
+                io.String.Input("filename_prefix", default="swapline/video", tooltip="Output name prefix (may contain "
+                                                                                     "a subfolder)."),
+                io.Int.Input("crf", default=18, min=0, max=51, tooltip="x264 quality: lower is better and larger (18 "
+                                                                       "is visually lossless)."),
+                io.Combo.Input("preset", options=["ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
+                                                  "slow", "slower"],
                                default="medium", tooltip="x264 speed/size trade-off."),
-                io.Boolean.Input("audio", default=True, tooltip="Keep the source audio (copied when MP4 can hold it, else re-encoded to AAC)."),
+                io.Boolean.Input("audio", default=True, tooltip="Keep the source audio (copied when MP4 can hold it, "
+                                                                "else re-encoded to AAC)."),
             ],
             outputs=[io.String.Output(display_name="path")],
             is_output_node=True,
         )
 
     @classmethod
+    @override
     def execute(cls, frames, filename_prefix, crf, preset, audio) -> io.NodeOutput:
         path, subfolder, file, result = encode_sequence(frames, filename_prefix, crf, preset, audio)
         return io.NodeOutput(path, ui={"images": [ui.SavedResult(file, subfolder, io.FolderType.output)],
@@ -248,6 +268,7 @@ def _fps_of(frames: FrameSequence):
 
 class FramesToImage(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineFramesToImage",
@@ -262,6 +283,7 @@ class FramesToImage(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, max_frames) -> io.NodeOutput:
         if frames.count > max_frames:
             raise SwaplineError(f"the sequence has {frames.count} frames, above max_frames={max_frames}; "
@@ -272,6 +294,7 @@ class FramesToImage(io.ComfyNode):
 
 class ImageToFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineImageToFrames",
@@ -285,7 +308,8 @@ class ImageToFrames(io.ComfyNode):
                     io.Float.Input("fps", default=24.0, min=0.01, max=1000.0, step=0.01,
                                    tooltip="Frame rate of the sequence (an IMAGE batch carries none). Ignored when "
                                            "'reference' is connected."),
-                    io.Int.Input("chunk", default=16, min=1, max=256, tooltip="Frames processed together by later stages."),
+                    io.Int.Input("chunk", default=16, min=1, max=256, tooltip="Frames processed together by later "
+                                                                              "stages."),
                     Frames.Input("reference", optional=True,
                                  tooltip="The sequence these images were edited from (same frame count and size): "
                                          "keeps its frame rate, audio and source, storing only changed pixels.")],
@@ -293,6 +317,7 @@ class ImageToFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, fps, chunk, reference=None) -> io.NodeOutput:
         from dataclasses import replace
 

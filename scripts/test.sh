@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export DO_NOT_TRACK=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+.venv/bin/ruff check .                  # lint first: config in pyproject.toml [tool.ruff]
 .venv/bin/python scripts/validate_pack.py
 exec .venv/bin/python -m pytest tests "$@"

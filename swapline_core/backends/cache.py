@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 _CACHE: dict[tuple, object] = {}

@@ -21,14 +21,13 @@ and nothing outside the returned mask is touched (the mask is exactly 0 outside 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 
-from ..types import Face, SourceIdentity, as_rgb_uint8
 from ..interfaces import FaceSwapper
-from ..types import SwapPatch
+from ..types import Face, SourceIdentity, SwapPatch, as_rgb_uint8
 
 BLEND_MODES = ("seamless", "feather")
 MIRROR_MODES = ("auto", "never", "always")

@@ -6,18 +6,17 @@ dimension is dynamic; the real inswapper_128 has a fixed batch of 1 and runs fac
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from ..faces.align import warp_crops
 from ..errors import BadModelError, SwaplineError
-from ..types import Face, SourceIdentity
-from ..interfaces import FaceSwapper
-from ..types import SwapPatch
-from .onnx_sessions import create_session
+from ..faces.align import warp_crops
 from ..faces.paste import crop_mask, crop_to_patch
+from ..interfaces import FaceSwapper
+from ..types import Face, SourceIdentity, SwapPatch
+from .onnx_sessions import create_session
 
 SIZE = 128
 
@@ -95,7 +94,7 @@ class InSwapper(FaceSwapper):
             lat = np.repeat(latent, len(b), axis=0)
             results.append(self.session.run(None, {self._names[0]: b, self._names[1]: lat})[0])
         swapped = np.clip(np.concatenate(results).astype(np.float32), 0, 1).transpose(0, 2, 3, 1) * 255.0
-        for k, (i, j) in enumerate(owners):
+        for k, (i, _j) in enumerate(owners):
             h, w = images[i].shape[:2]
             patch = crop_to_patch((h, w), swapped[k], self.mask, mats[k], {"swapper": self.name})
             if patch is not None:

@@ -5,7 +5,7 @@ scikit-image keeps deprecating; results match insightface's ``norm_crop`` to flo
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np

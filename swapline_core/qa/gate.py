@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, replace
 import cv2
 import numpy as np
 
-from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
 from ..errors import SwaplineError
-from ..types import Face, FaceSet, SourceIdentity
 from ..faces.tracking import iou
+from ..types import Face, FaceSet, SourceIdentity
+from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
 
 FORMAT = "swapline.qa.v1"
 POLICIES = ("flag only", "keep original", "fail job")

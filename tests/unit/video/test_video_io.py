@@ -271,7 +271,7 @@ def test_iterating_600_frames_keeps_memory_flat(tmp_path):
     peak = base
     t = time.perf_counter()
     n = 0
-    for i, frame in vio.iter_frames(p):
+    for i, _frame in vio.iter_frames(p):
         n += 1
         if i % 25 == 0:
             peak = max(peak, proc.memory_info().rss)
