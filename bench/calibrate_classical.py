@@ -39,12 +39,12 @@ VARIANTS = [
 ]
 
 
-def mouth_gap(l: np.ndarray) -> float:
-    return float(np.mean([np.linalg.norm(l[a] - l[b]) for a, b in ((61, 67), (62, 66), (63, 65))]))
+def mouth_gap(lm: np.ndarray) -> float:
+    return float(np.mean([np.linalg.norm(lm[a] - lm[b]) for a, b in ((61, 67), (62, 66), (63, 65))]))
 
 
-def eye_gap(l: np.ndarray) -> float:
-    return float(np.mean([np.linalg.norm(l[a] - l[b]) for a, b in ((37, 41), (38, 40), (43, 47), (44, 46))]))
+def eye_gap(lm: np.ndarray) -> float:
+    return float(np.mean([np.linalg.norm(lm[a] - lm[b]) for a, b in ((37, 41), (38, 40), (43, 47), (44, 46))]))
 
 
 def paste(frame, patches):
@@ -90,7 +90,6 @@ def _iou(a, b) -> float:
 
 def load():
     from devtools.media import HANKS, T1, insightface_image, rgb
-
     from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
     from swapline_core.types import SourceIdentity
     from swapline_core.video.read import iter_frames
@@ -117,7 +116,8 @@ def self_source(an, frames, faces):
     """The clip's own person from its most closed-mouth frame."""
     from swapline_core.types import SourceIdentity
 
-    best = min((i for i, fs in enumerate(faces) if len(fs) == 1), key=lambda i: mouth_gap(max(faces[i], key=lambda x: x.area).landmarks))
+    best = min((i for i, fs in enumerate(faces) if len(fs) == 1),
+               key=lambda i: mouth_gap(max(faces[i], key=lambda x: x.area).landmarks))
     f = max(faces[best], key=lambda x: x.area)
     return SourceIdentity(np.zeros(128, np.float32), an.recognizer_name, frames[best], f), best
 

@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import qa_cases
-from bench.machine import machine_info
-from swapline_core.qa import decide, gate
+from bench import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
+from bench.machine import machine_info  # noqa: E402
+from swapline_core.qa import decide, gate  # noqa: E402
 
 JSON_OUT = REPO / "swapline_core" / "qa" / "thresholds.json"
 DOC_OUT = REPO / "docs" / "measurements" / "qa_thresholds.md"
@@ -164,7 +164,8 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
     lines += ["", "Not chosen by this script (carried over):", ""]
     lines += [f"- `{k}` = {all_th[k]}: {why}" for k, why in KEPT.items()]
     lines += ["", "## Every case judged with these limits", "",
-              "| case | kind | its metric | decision | failing frames | faces caught by its metric (where measurable) | as expected |",
+              "| case | kind | its metric | decision | failing frames "
+              "| faces caught by its metric (where measurable) | as expected |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in checks:
         lines.append(f"| {c['case']} | {c['kind']} | {c['own_metric']} | {c['decision']} | {c['failing']} | "

@@ -56,7 +56,6 @@ def builtin_case() -> Case:
 
 def insightface_case() -> Case:
     from devtools.synthetic_models import build_models
-
     from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
     from swapline_core.backends.inswapper import InSwapper
 

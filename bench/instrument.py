@@ -24,13 +24,13 @@ OTHER_LABELS = ("flow", "store", "replay", "select")
 
 
 def targets(case, naive_module=None) -> list[tuple]:
-    from swapline_core.video import store as chunk_store
-    from swapline_core.video import frames
     from swapline_core.backends import insightface_pack as insightface_backend
     from swapline_core.backends import inswapper
-    from swapline_core.video import stages as pipeline
     from swapline_core.faces import tracking
+    from swapline_core.video import frames
     from swapline_core.video import read as video_read
+    from swapline_core.video import stages as pipeline
+    from swapline_core.video import store as chunk_store
     from swapline_core.video.write import VideoWriter
 
     out = [

@@ -38,7 +38,6 @@ def _to_eyes(shape, le, re_):
 
 def collect() -> list[np.ndarray]:
     from devtools.media import insightface_image, rgb
-
     from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
     from swapline_core.backends.classical import yaw
     from swapline_core.video.read import iter_frames

@@ -9,8 +9,8 @@ from pathlib import Path
 
 def run(case, clip: Path, work: Path, *, crf: int, preset: str, chunk: int = 16,
         detect_every: int = 8, progress=lambda n: None) -> dict:
-    from swapline_core.video import stages as pipeline
     from swapline_core.video import read as video_read
+    from swapline_core.video import stages as pipeline
     from swapline_core.video.frames import FrameSequence
     from swapline_core.video.write import VideoWriter
 

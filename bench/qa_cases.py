@@ -112,7 +112,8 @@ def build_cases(clip: Clip) -> dict[str, list[np.ndarray]]:
         for f in fs:
             m = _full_masks(o, f.landmarks)
             idx = [48, 54, 33]
-            a, _ = cv2.estimateAffinePartial2D(sf.landmarks[idx].astype(np.float32), f.landmarks[idx].astype(np.float32))
+            a, _ = cv2.estimateAffinePartial2D(sf.landmarks[idx].astype(np.float32),
+                                               f.landmarks[idx].astype(np.float32))
             warped = cv2.warpAffine(src, a, (o.shape[1], o.shape[0]), flags=cv2.INTER_LINEAR,
                                     borderMode=cv2.BORDER_REFLECT)
             src_lips = np.zeros(src.shape[:2], np.float32)

@@ -30,7 +30,8 @@ def headline(results: dict) -> list[str]:
          f">= {t['speedup_vs_naive']}", _f(m["speedup_vs_naive"])],
         ["video.peak_rss_ratio_long_vs_short (3000 vs 300 frames)", _f(v["peak_rss_ratio_long_vs_short"], 3),
          f"<= {t['peak_rss_ratio_long_vs_short']}", _f(m["peak_rss_ratio_long_vs_short"])],
-        ["peak RSS MB (short / long)", f"{_f(v['peak_rss_mb']['short'], 0)} / {_f(v['peak_rss_mb']['long'], 0)}", "", ""],
+        ["peak RSS MB (short / long)",
+         f"{_f(v['peak_rss_mb']['short'], 0)} / {_f(v['peak_rss_mb']['long'], 0)}", "", ""],
         ["non-inference share, ours (built-in, 300 frames)", _f(v["non_inference_share"], 3), "", ""],
     ] + tiled_vae_rows(results.get("tiled_vae")))
 

@@ -15,9 +15,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from devtools.tracking_clips import KLING, WAN, frames_of  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.faces import align  # noqa: E402
-from devtools.tracking_clips import KLING, WAN, frames_of  # noqa: E402
 
 FLAGS = {"linear": cv2.INTER_LINEAR, "cubic": cv2.INTER_CUBIC, "lanczos": cv2.INTER_LANCZOS4}
 

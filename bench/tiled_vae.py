@@ -90,7 +90,8 @@ def run(size: tuple[int, int] = (1920, 1080), ablation_size: tuple[int, int] | N
     res["psnr_vs_full_db"] = ours and full and ours["psnr_vs_full_db"]
     res["core_tiled_psnr_db"] = core and full and core["psnr_vs_full_db"]
     res["peak_mem_ratio_vs_full"] = ours and full and round(ours["peak_mb"] / full["peak_mb"], 3)
-    res["peak_mem_ratio_vs_full_sampled"] = ours and full and round(ours["sampled_peak_mb"] / full["sampled_peak_mb"], 3)
+    res["peak_mem_ratio_vs_full_sampled"] = (ours and full
+                                             and round(ours["sampled_peak_mb"] / full["sampled_peak_mb"], 3))
     res["time_ratio_vs_core_tiled"] = ours and core and round(ours["wall_s"] / core["wall_s"], 3)
     res["cpu_time_ratio_vs_core_tiled"] = ours and core and round(ours["cpu_s"] / core["cpu_s"], 3)
     res["time_ratio_vs_full"] = ours and full and round(ours["wall_s"] / full["wall_s"], 3)
@@ -290,7 +291,8 @@ def child_main(method: str, size: tuple[int, int], result: Path) -> None:
     node_mod = _swapline()
     w, h = size
     img = bench_image(w, h)
-    info = {"method": method, "size": [w, h], "attention": _attention_name(vae), "torch_threads": torch.get_num_threads()}
+    info = {"method": method, "size": [w, h], "attention": _attention_name(vae),
+            "torch_threads": torch.get_num_threads()}
     with torch.inference_mode():                   # as ComfyUI's executor runs nodes
         if method == "ablation":
             info.update(ablation(vae, node_mod, img))
@@ -336,7 +338,8 @@ def ablation(vae, node_mod, img, tile: int = 512, overlap: int = 64) -> dict:
 
     hooks = [m.register_forward_pre_hook(capture) for m in norms]
     t0 = time.perf_counter()
-    ref = model.encode(x)                           # the full encode (its latent), recording every GroupNorm's statistics
+    # the full encode (its latent), recording every GroupNorm's statistics
+    ref = model.encode(x)
     full_s = time.perf_counter() - t0
     for hk in hooks:
         hk.remove()

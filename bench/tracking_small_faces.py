@@ -16,11 +16,11 @@ import cv2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from devtools.tracking_clips import KLING, frames_of, texture, write_clip  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.video import stages as pipeline  # noqa: E402
 from swapline_core.video.cuts import CutDetector  # noqa: E402
 from swapline_core.video.frames import FrameSequence  # noqa: E402
-from devtools.tracking_clips import KLING, frames_of, texture, write_clip  # noqa: E402
 
 N = 24
 kling = frames_of(KLING, N)

@@ -94,7 +94,7 @@ class ComfyServer:
         lines += [f"    {k}: {v}" for k, v in folders.items()]
         (self.base_dir / "extra_model_paths.yaml").write_text("\n".join(lines) + "\n")
 
-    def start(self, timeout: float = 120.0) -> "ComfyServer":
+    def start(self, timeout: float = 120.0) -> ComfyServer:
         self.prepare_dirs()
         cmd = [sys.executable, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
                "--disable-auto-launch", "--base-directory", str(self.base_dir),

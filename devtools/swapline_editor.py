@@ -328,7 +328,8 @@ class Editor:
         """Click at node-local canvas coordinates (x, y from the node's top-left, below the title)."""
         pt = self.page.evaluate("""([id, x, y]) => {
             const n = app.graph.getNodeById(id), c = app.canvas, ds = c.ds, r = c.canvas.getBoundingClientRect();
-            return [r.left + (n.pos[0] + x + ds.offset[0]) * ds.scale, r.top + (n.pos[1] + y + ds.offset[1]) * ds.scale];
+            return [r.left + (n.pos[0] + x + ds.offset[0]) * ds.scale,
+                    r.top + (n.pos[1] + y + ds.offset[1]) * ds.scale];
         }""", [node_id, x, y])
         self.page.mouse.click(*pt)
         self.page.wait_for_timeout(200)

@@ -9,6 +9,7 @@ import importlib
 import logging
 
 from comfy_api.latest import ComfyExtension, io
+from typing_extensions import override
 
 from . import model_paths, prompt_guard, validation
 
@@ -31,10 +32,12 @@ MODULES = {
 
 
 class SwaplineExtension(ComfyExtension):
+    @override
     async def on_load(self) -> None:
         model_paths.register()
         prompt_guard.register()  # a sink with invalid settings rejects the whole prompt
 
+    @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         model_paths.register()
         prompt_guard.register()  # here too: ComfyUI 0.3.75 never calls on_load

@@ -5,15 +5,16 @@ import json
 
 import numpy as np
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
-from ..swapline_core.faces import align as core_align
-from ..swapline_core.faces import select as core_select
-from ..swapline_core.errors import NoFaceError
-from ..swapline_core.types import FaceSet, FrameFaces
 from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
+from ..swapline_core.errors import NoFaceError
+from ..swapline_core.faces import align as core_align
+from ..swapline_core.faces import select as core_select
 from ..swapline_core.faces.paste import crop_mask
 from ..swapline_core.faces.preview import draw_faces
+from ..swapline_core.types import FaceSet, FrameFaces
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
@@ -40,6 +41,7 @@ def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_th
 
 class AnalyzerLoader(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineAnalyzerLoader",
@@ -63,15 +65,18 @@ class AnalyzerLoader(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def validate_inputs(cls, pack):
         return pack == BUILTIN or model_paths.check_choice(
             "analysis pack", pack, model_paths.analysis_packs(), model_paths.analysis_roots())
 
     @classmethod
+    @override
     def fingerprint_inputs(cls, pack, **_):
         return pack if pack == BUILTIN else model_paths.file_fingerprint("analysis pack", pack)
 
     @classmethod
+    @override
     def execute(cls, pack, provider, det_size, det_thresh) -> io.NodeOutput:
         analyzer = load_analyzer(pack, provider, det_size, det_thresh)
         report = json.dumps({"analyzer": analyzer.name, "recognizer": analyzer.recognizer_name,
@@ -98,6 +103,7 @@ def apply_no_face_policy(faceset: FaceSet, policy: str) -> None:
 
 class DetectFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineDetectFaces",
@@ -122,6 +128,7 @@ class DetectFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, analyzer, embeddings, landmarks, no_face) -> io.NodeOutput:
         frames = to_arrays(images)
         pbar, result = progress(len(frames)), []
@@ -138,6 +145,7 @@ class DetectFaces(io.ComfyNode):
 
 class SelectFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSelectFaces",
@@ -162,6 +170,7 @@ class SelectFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, faces, mode, threshold, indices, max_faces, reference=None, images=None) -> io.NodeOutput:
         ref = None if reference is None else reference.embedding
         if ref is not None and faces.frames and any(f.embedding is None for fr in faces.frames for f in fr.faces):
@@ -188,6 +197,7 @@ class SelectFaces(io.ComfyNode):
 
 class AlignFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineAlignFaces",
@@ -208,6 +218,7 @@ class AlignFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, faces, size, template) -> io.NodeOutput:
         size = int(size)
         arrays = to_arrays(images)
@@ -226,6 +237,7 @@ class AlignFaces(io.ComfyNode):
 
 class PasteFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplinePasteFaces",
@@ -247,6 +259,7 @@ class PasteFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, crops, transforms, mask_erode, mask_blur) -> io.NodeOutput:
         import cv2
 

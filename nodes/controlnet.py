@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from comfy.controlnet import ControlBase
 from comfy_api.latest import io
+from typing_extensions import override
 
 from ..swapline_core.diffusion import hints as face_hint
 from ..swapline_core.diffusion.control_schedule import BlockSchedule, apply_schedule
@@ -16,6 +17,7 @@ from .types import CATEGORY, Faces, Transforms
 
 class FaceHint(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineFaceHint",
@@ -28,21 +30,26 @@ class FaceHint(io.ComfyNode):
                         "for Apply Face ControlNet.",
             inputs=[
                 Faces.Input("faces", tooltip="Faces from Detect/Select/Track Faces (68-point formats need "
-                                             "landmarks: the built-in analyzer and packs with 1k3d68.onnx provide them)."),
+                                             "landmarks: the built-in analyzer and packs with 1k3d68.onnx provide "
+                                             "them)."),
                 io.Combo.Input("format", options=list(face_hint.FORMATS), default="openpose_face",
                                tooltip="The hint style your ControlNet was trained on."),
                 io.Image.Input("images", optional=True,
-                               tooltip="Frame mode: the frames the faces were found in (canvas size, one hint per frame)."),
+                               tooltip="Frame mode: the frames the faces were found in (canvas size, one hint per "
+                                       "frame)."),
                 Transforms.Input("transforms", optional=True,
-                                 tooltip="Crop mode: Align Faces' transforms (one hint per aligned crop, in its pixels). "
+                                 tooltip="Crop mode: Align Faces' transforms (one hint per aligned crop, in its "
+                                         "pixels). "
                                          "Takes precedence over 'images'."),
                 io.Float.Input("mask_grow", default=0.25, min=0.0, max=2.0, step=0.05,
-                               tooltip="The face mask covers the landmark hull grown by this fraction (forehead, cheeks)."),
+                               tooltip="The face mask covers the landmark hull grown by this fraction (forehead, "
+                                       "cheeks)."),
             ],
             outputs=[io.Image.Output(display_name="hint"), io.Mask.Output(display_name="face_mask")],
         )
 
     @classmethod
+    @override
     def execute(cls, faces, format, mask_grow, images=None, transforms=None) -> io.NodeOutput:
         by_index = {fr.index: fr.faces for fr in faces.frames}
         try:
@@ -163,6 +170,7 @@ def schedule_inputs() -> list:
 
 class ApplyFaceControlNet(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineApplyFaceControlNet",
@@ -194,6 +202,7 @@ class ApplyFaceControlNet(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, positive, negative, control_net, hint, strength, start_percent, end_percent,
                 middle, output_1, output_2, rest, mask=None, vae=None) -> io.NodeOutput:
         if strength == 0:

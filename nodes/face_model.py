@@ -7,6 +7,7 @@ import re
 
 import folder_paths
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
 from ..swapline_core.faces import identity as core_fm
 from . import model_paths
@@ -16,6 +17,7 @@ from .types import CATEGORY, Analyzer, FaceModel
 
 class BuildFaceModel(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineBuildFaceModel",
@@ -33,6 +35,7 @@ class BuildFaceModel(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, analyzer, reduce) -> io.NodeOutput:
         fm = core_fm.build_from_images(analyzer, to_arrays(images), reduce)
         return io.NodeOutput(fm, ui=ui.PreviewText(json.dumps({"recognizer": fm.recognizer, **fm.metadata})))
@@ -43,6 +46,7 @@ _SAFE = re.compile(r"^[A-Za-z0-9_\-. ]+$")
 
 class SaveFaceModel(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSaveFaceModel",
@@ -51,12 +55,14 @@ class SaveFaceModel(io.ComfyNode):
             description="Saves a face model as .safetensors (embedding, source image and hashes, recognizer "
                         "name) under models/swapline/faces.",
             inputs=[FaceModel.Input("face_model", tooltip="The face model to save."),
-                    io.String.Input("name", default="my_face", tooltip="File name without extension (letters, digits, - _ . and spaces).")],
+                    io.String.Input("name", default="my_face", tooltip="File name without extension (letters, digits, "
+                                                                       "- _ . and spaces).")],
             outputs=[],
             is_output_node=True,
         )
 
     @classmethod
+    @override
     def execute(cls, face_model, name) -> io.NodeOutput:
         if not _SAFE.match(name) or name.startswith("."):
             raise ValueError(f"face model name '{name}' may use letters, digits, '-', '_', '.' and spaces only")
@@ -69,6 +75,7 @@ class SaveFaceModel(io.ComfyNode):
 
 class LoadFaceModel(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineLoadFaceModel",
@@ -81,15 +88,18 @@ class LoadFaceModel(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def fingerprint_inputs(cls, face_model):
         path = folder_paths.get_full_path(model_paths.FACE_MODELS, face_model)
         return os.path.getmtime(path) if path else face_model
 
     @classmethod
+    @override
     def validate_inputs(cls, face_model):
         return model_paths.check_choice("face model", face_model, model_paths.files(model_paths.FACE_MODELS),
                                         model_paths.folders(model_paths.FACE_MODELS), "save one with Save Face Model")
 
     @classmethod
+    @override
     def execute(cls, face_model) -> io.NodeOutput:
         return io.NodeOutput(core_fm.load(model_paths.resolve(model_paths.FACE_MODELS, face_model)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from comfy_api.latest import io
+from typing_extensions import override
 
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.masks import AREAS, DEFAULT_REGIONS, REGIONS, parse_list
@@ -45,6 +46,7 @@ def build_options(occlusion: str, sensitivity: float, parser: str, regions: str,
 
 class MaskOptionsNode(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineMaskOptions",
@@ -90,6 +92,7 @@ class MaskOptionsNode(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def validate_inputs(cls, occlusion, parser, regions, areas):
         files = mask_files()
         name = occlusion.removeprefix(BOTH)
@@ -109,6 +112,7 @@ class MaskOptionsNode(io.ComfyNode):
         return True
 
     @classmethod
+    @override
     def execute(cls, occlusion, occlusion_sensitivity, parser, regions, areas, mouth, mouth_size, mouth_feather,
                 mouth_lower_lip, erode, blur, temporal) -> io.NodeOutput:
         return io.NodeOutput(build_options(occlusion, occlusion_sensitivity, parser, regions, areas, mouth,

@@ -8,14 +8,15 @@ import uuid
 
 import folder_paths
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
 from .. import swapline_core
+from ..swapline_core.backends.manifest import model_manifest
+from ..swapline_core.errors import SwaplineError
 from ..swapline_core.provenance import audit_log
 from ..swapline_core.provenance import signing as signing_config
-from ..swapline_core.errors import SwaplineError
-from ..swapline_core.backends.manifest import model_manifest
-from ..swapline_core.provenance.hashing import sha256_file
 from ..swapline_core.provenance.c2pa import sign_and_verify
+from ..swapline_core.provenance.hashing import sha256_file
 from ..swapline_core.video.write import write_image
 from .convert import to_arrays
 from .types import CATEGORY, FaceModel, Frames, QAReport
@@ -39,6 +40,7 @@ def _source_ingredient(face_model, tmpdir: str):
 
 class C2PASink(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineC2PASink",
@@ -74,6 +76,7 @@ class C2PASink(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, filename_prefix, image_format, crf, preset, audio, attestation, require_trusted_signer,
                 frames=None, images=None, target_images=None, face_model=None, qa=None) -> io.NodeOutput:
         if (frames is None) == (images is None):

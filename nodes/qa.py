@@ -6,6 +6,7 @@ import os
 
 import folder_paths
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
 from ..swapline_core.backends.manifest import model_manifest
 from ..swapline_core.qa import gate as core_qa
@@ -33,6 +34,7 @@ def thresholds_for(analyzer, **given) -> core_qa.QAThresholds:
 
 class QAGate(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         limit = "(-1 = the calibrated default for the analyzer's recognizer; docs/measurements/qa_thresholds.md)"
         return io.Schema(
@@ -93,6 +95,7 @@ class QAGate(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, faces, face_model, analyzer, policy, require_redetection, sample_every,
                 filename_prefix, allow_no_face=False, **limits) -> io.NodeOutput:
         th = thresholds_for(analyzer, require_redetection=require_redetection, allow_no_face=allow_no_face,

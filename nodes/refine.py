@@ -13,24 +13,26 @@ from __future__ import annotations
 import comfy.sample
 import comfy.samplers
 from comfy_api.latest import io
+from typing_extensions import override
 
 from ..swapline_core.diffusion import hints as face_hint
 from ..swapline_core.diffusion import refine as face_refine
-from ..swapline_core.diffusion.fingerprint import fingerprint_conditioning, fingerprint_model, fingerprint_module
-
-from ..swapline_core.video import stages as pipeline
-from ..swapline_core.faces.align import CROP_SIZES
-from ..swapline_core.video.store import faces_key, model_stamp, stage_key
 from ..swapline_core.diffusion.control_schedule import BlockSchedule
+from ..swapline_core.diffusion.fingerprint import fingerprint_conditioning, fingerprint_model, fingerprint_module
 from ..swapline_core.errors import SwaplineError
+from ..swapline_core.faces.align import CROP_SIZES
+from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.frames import Layer
+from ..swapline_core.video.store import faces_key, model_stamp, stage_key
 from . import model_paths
 from .controlnet import apply_face_control, schedule_inputs
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, Faces, Frames
 
+
 class RefineFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRefineFrames",
@@ -84,6 +86,7 @@ class RefineFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, faces, model, positive, negative, vae, size, template, seed, steps, cfg,
                 sampler_name, scheduler, denoise, faces_per_batch, mask_erode, mask_blur, hint_format,
                 control_strength, middle, output_1, output_2, rest, control_net=None, analyzer=None) -> io.NodeOutput:
@@ -92,7 +95,8 @@ class RefineFrames(io.ComfyNode):
         lacking = use_control and face_refine.lacks_landmarks([fr.faces for fr in faces.frames], hint_format)
         if lacking and (analyzer is None or not analyzer.supports_landmarks):
             raise SwaplineError(f"the {hint_format} hint needs 68-point landmarks: connect an analyzer that has them "
-                                "(the built-in one, or an InsightFace pack with 1k3d68.onnx), or use hint_format 5_point")
+                                "(the built-in one, or an InsightFace pack with 1k3d68.onnx), or use hint_format "
+                                "5_point")
         schedule = BlockSchedule(middle=middle, output=(output_1, output_2), rest=rest)
         settings = {"size": size, "template": template, "seed": seed, "steps": steps, "cfg": cfg,
                     "sampler": sampler_name, "scheduler": scheduler, "denoise": round(denoise, 4),

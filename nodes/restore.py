@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from comfy_api.latest import io
+from typing_extensions import override
 
 from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.restorers import load_restorer
@@ -64,6 +65,7 @@ def load_managed_restorer(name: str, fidelity: float, mask_blur: float):
 
 class RestorerLoader(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRestorerLoader",
@@ -87,16 +89,19 @@ class RestorerLoader(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def validate_inputs(cls, restorer):
         return model_paths.check_choice("face restorer", restorer, restorer_files(),
                                         model_paths.folders(model_paths.FACERESTORE)
                                         + model_paths.folders(model_paths.FACEFUSION))
 
     @classmethod
+    @override
     def fingerprint_inputs(cls, restorer, **_):
         return model_paths.file_fingerprint(model_paths.FACERESTORE, restorer, resolve_restorer)
 
     @classmethod
+    @override
     def execute(cls, restorer, codeformer_fidelity, mask_blur, commercial_only=False) -> io.NodeOutput:
         loaded = load_managed_restorer(restorer, codeformer_fidelity, mask_blur)
         if commercial_only:
@@ -118,6 +123,7 @@ def _batch_input():
 
 class RestoreFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRestoreFaces",
@@ -137,6 +143,7 @@ class RestoreFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, faces: FaceSet, restorer, weight, batch) -> io.NodeOutput:
         frames = to_arrays(images)
         if len(faces.frames) != len(frames):
@@ -158,6 +165,7 @@ class RestoreFaces(io.ComfyNode):
 
 class RestoreFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineRestoreFrames",
@@ -177,6 +185,7 @@ class RestoreFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, faces, restorer, weight, batch) -> io.NodeOutput:
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)

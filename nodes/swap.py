@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
 from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
@@ -87,6 +88,7 @@ def swapper_report(sw) -> str:
 
 class SwapperLoader(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSwapperLoader",
@@ -124,16 +126,19 @@ class SwapperLoader(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def validate_inputs(cls, swapper):
         return swapper == CLASSICAL or model_paths.check_choice(
             "swapper", swapper, swapper_files(), swapper_search_folders())
 
     @classmethod
+    @override
     def fingerprint_inputs(cls, swapper, **_):
         return swapper if swapper == CLASSICAL else model_paths.file_fingerprint(
             model_paths.INSIGHTFACE, swapper, resolve_swapper)
 
     @classmethod
+    @override
     def execute(cls, swapper, provider, mask, mask_erode, mask_blur, family="auto", pixel_boost="off",
                 identity_weight=0.5, commercial_only=False) -> io.NodeOutput:
         sw = load_swapper(swapper, provider, mask, mask_erode, mask_blur, family, pixel_boost, identity_weight,
@@ -158,6 +163,7 @@ def guard_options(guards: bool = True, max_yaw: float = 0.0) -> GuardOptions:
 
 class SwapFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSwapFaces",
@@ -187,6 +193,7 @@ class SwapFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, faces: FaceSet, face_model, swapper, color_match, guards=True,
                 max_yaw=0.0, mask_options=None) -> io.NodeOutput:
         frames = to_arrays(images)

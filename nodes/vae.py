@@ -7,6 +7,7 @@ import math
 
 import torch
 from comfy_api.latest import io
+from typing_extensions import override
 
 from ..swapline_core.diffusion import tiled_vae
 from ..swapline_core.errors import SwaplineError
@@ -28,6 +29,7 @@ CPU_MAX_TENSOR = 32 * 1024 ** 2
 
 class TiledVAEEncode(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineTiledVAEEncode",
@@ -56,7 +58,8 @@ class TiledVAEEncode(io.ComfyNode):
                                      "tile_size x tile_size at the first level's width; deeper levels use tiles of "
                                      "similar memory. 256 keeps CPU tensors under 32 MiB (faster allocation)."),
                 io.Int.Input("overlap", default=64, min=0, max=1024, step=8,
-                             tooltip="tiled mode: pixels by which latent tiles overlap and cross-fade. Exact tiling needs "
+                             tooltip="tiled mode: pixels by which latent tiles overlap and cross-fade. Exact tiling "
+                                     "needs "
                                      "no overlap (tiles agree up to rounding); it only hides rounding-level seams. "
                                      "Also the blend width of the core-tiling fallback."),
                 io.Int.Input("frames_per_chunk", default=8, min=1, max=256,
@@ -67,6 +70,7 @@ class TiledVAEEncode(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, vae, mode, tile_size, overlap, frames_per_chunk, images=None, frames=None) -> io.NodeOutput:
         if (images is None) == (frames is None):
             raise SwaplineError("connect exactly one of 'images' or 'frames'")
@@ -113,7 +117,8 @@ class VaeEncoder:
                 raise tiled_vae.UnsupportedArchitecture("a video/audio VAE (latent is not 2-D)")
             if getattr(model, "bn", None) is not None:
                 raise tiled_vae.UnsupportedArchitecture("the latent is batch-normalised after the encoder")
-            self.spec = tiled_vae.check_architecture(getattr(model, "encoder", None), getattr(model, "quant_conv", None))
+            self.spec = tiled_vae.check_architecture(getattr(model, "encoder", None),
+                                                     getattr(model, "quant_conv", None))
         except tiled_vae.UnsupportedArchitecture as exc:
             self.unsupported = str(exc)
             log.warning("[Swapline] exact tiled VAE encode does not support this VAE (%s); using core tiling", exc)

@@ -7,17 +7,17 @@ import os
 
 import folder_paths
 from comfy_api.latest import io, ui
+from typing_extensions import override
 
-from ..swapline_core.video import stages as pipeline
-
-from ..swapline_core.video import read as video_read
 from ..swapline_core.errors import SwaplineError
-from ..swapline_core.video.frames import FrameSequence
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
 from ..swapline_core.swap.chunk import SwapOptions
-from .swap import guard_inputs, guard_options
+from ..swapline_core.video import read as video_read
+from ..swapline_core.video import stages as pipeline
+from ..swapline_core.video.frames import FrameSequence
 from . import model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
+from .swap import guard_inputs, guard_options
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, MaskOptions, Swapper
 
 VIDEO_EXTS = {".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v", ".gif", ".webp", ".apng"}
@@ -62,6 +62,7 @@ def auto_chunk(width: int, height: int) -> int:
 
 class LoadVideo(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineLoadVideo",
@@ -83,12 +84,14 @@ class LoadVideo(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def fingerprint_inputs(cls, video, **_):
         path = resolve_input(video)
         st = os.stat(path)
         return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
     @classmethod
+    @override
     def validate_inputs(cls, video):  # no **kwargs: it would switch off core's range checks
         try:
             resolve_input(video)
@@ -97,6 +100,7 @@ class LoadVideo(io.ComfyNode):
         return True
 
     @classmethod
+    @override
     def execute(cls, video, start, count, stride, chunk) -> io.NodeOutput:
         path = resolve_input(video)
         info = video_read.probe(path)
@@ -123,6 +127,7 @@ def _hooks(total: int) -> pipeline.Hooks:
 
 class TrackFaces(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineTrackFaces",
@@ -157,6 +162,7 @@ class TrackFaces(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, analyzer, mode, threshold, max_faces, detect_every, max_missing, smoothing,
                 reference=None) -> io.NodeOutput:
         if mode == "identity" and reference is None:
@@ -177,6 +183,7 @@ class TrackFaces(io.ComfyNode):
 
 class SwapFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSwapFrames",
@@ -201,6 +208,7 @@ class SwapFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, faces, face_model, swapper, color_match, guards=True, max_yaw=0.0,
                 mask_options=None) -> io.NodeOutput:
         opts = SwapOptions(color_match=color_match, masks=mask_options or CoreMaskOptions(),
@@ -213,6 +221,7 @@ class SwapFrames(io.ComfyNode):
 
 class SaveVideo(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineSaveVideo",
@@ -234,6 +243,7 @@ class SaveVideo(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, filename_prefix, crf, preset, audio) -> io.NodeOutput:
         path, subfolder, file, result = encode_sequence(frames, filename_prefix, crf, preset, audio)
         return io.NodeOutput(path, ui={"images": [ui.SavedResult(file, subfolder, io.FolderType.output)],
@@ -306,6 +316,7 @@ def _fps_of(frames: FrameSequence):
 
 class FramesToImage(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineFramesToImage",
@@ -322,6 +333,7 @@ class FramesToImage(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, max_frames) -> io.NodeOutput:
         from .video_io import sequence_audio
 
@@ -334,6 +346,7 @@ class FramesToImage(io.ComfyNode):
 
 class ImageToFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineImageToFrames",
@@ -360,6 +373,7 @@ class ImageToFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, images, fps, chunk, reference=None, audio=None) -> io.NodeOutput:
         from dataclasses import replace
 

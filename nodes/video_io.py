@@ -18,6 +18,7 @@ import folder_paths
 import numpy as np
 import torch
 from comfy_api.latest import InputImpl, io
+from typing_extensions import override
 
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.video import lossless
@@ -99,6 +100,7 @@ def video_file(video) -> str:
 
 class VideoToFrames(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineVideoToFrames",
@@ -120,6 +122,7 @@ class VideoToFrames(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, video, start, count, stride, chunk) -> io.NodeOutput:
         path = video_file(video)
         try:
@@ -154,6 +157,7 @@ def _trim_frames(video, info) -> tuple[int, int]:
 
 class FramesToVideo(io.ComfyNode):
     @classmethod
+    @override
     def define_schema(cls):
         return io.Schema(
             node_id="SwaplineFramesToVideo",
@@ -175,6 +179,7 @@ class FramesToVideo(io.ComfyNode):
         )
 
     @classmethod
+    @override
     def execute(cls, frames, crf, preset, audio) -> io.NodeOutput:
         key = stage_key("frames-video", frames.key, crf, preset, bool(audio))
         folder = os.path.join(folder_paths.get_temp_directory(), "swapline-video")

@@ -25,8 +25,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))          # devtools, swapline_core
 
 from devtools.comfy_harness import ComfyServer  # noqa: E402
-from devtools.swapline_editor import (Browser, node_id_of, run_in_editor, save_image, stage_inputs,  # noqa: E402
-                             ui_workflows, unavailable_reason, write_editor_settings)
+from devtools.swapline_editor import (  # noqa: E402
+    Browser,
+    node_id_of,
+    run_in_editor,
+    save_image,
+    stage_inputs,
+    ui_workflows,
+    unavailable_reason,
+    write_editor_settings,
+)
 
 DOCS = REPO / "docs" / "images"
 THUMB = 400  # px, square: the template browser shows square cards

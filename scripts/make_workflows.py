@@ -26,8 +26,10 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
     return {
         "1": {"class_type": "SwaplineLoadVideo", "_meta": {"title": "Target clip"},
               "inputs": {"video": CLIP, "start": 0, "count": 0, "stride": 1, "chunk": 16}},
-        "2": {"class_type": "LoadImage", "_meta": {"title": "Source face (the new identity)"}, "inputs": {"image": SOURCE}},
-        "3": {"class_type": "LoadImage", "_meta": {"title": "Who to replace (target reference)"}, "inputs": {"image": TARGET_REF}},
+        "2": {"class_type": "LoadImage", "_meta": {"title": "Source face (the new identity)"},
+              "inputs": {"image": SOURCE}},
+        "3": {"class_type": "LoadImage", "_meta": {"title": "Who to replace (target reference)"},
+              "inputs": {"image": TARGET_REF}},
         "4": {"class_type": "SwaplineAnalyzerLoader",
               "inputs": {"pack": pack, "provider": "auto", "det_size": 640, "det_thresh": 0.0}},
         "5": {"class_type": "SwaplineBuildFaceModel", "_meta": {"title": "Source face model"},
@@ -39,7 +41,8 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
                          "threshold": threshold, "max_faces": 1, "detect_every": 8, "max_missing": 12,
                          "smoothing": 0.5}},
         "8": {"class_type": "SwaplineSwapperLoader",
-              "inputs": {"swapper": swapper, "provider": "auto", "mask": "ellipse", "mask_erode": 0.0, "mask_blur": 0.05}},
+              "inputs": {"swapper": swapper, "provider": "auto", "mask": "ellipse", "mask_erode": 0.0,
+                         "mask_blur": 0.05}},
         "9": {"class_type": "SwaplineSwapFrames",
               "inputs": {"frames": ["1", 0], "faces": ["7", 0], "face_model": ["5", 0], "swapper": ["8", 0],
                          "color_match": True, "guards": True, "max_yaw": 0.0}},
@@ -68,12 +71,14 @@ def image_swap(pack: str, swapper: str, threshold: float) -> dict:
         "4": {"class_type": "SwaplineDetectFaces",
               "inputs": {"images": ["1", 0], "analyzer": ["3", 0], "embeddings": True, "landmarks": False,
                          "no_face": "pass through"}},
-        "5": {"class_type": "SwaplineBuildFaceModel", "inputs": {"images": ["2", 0], "analyzer": ["3", 0], "reduce": "mean"}},
+        "5": {"class_type": "SwaplineBuildFaceModel",
+              "inputs": {"images": ["2", 0], "analyzer": ["3", 0], "reduce": "mean"}},
         "6": {"class_type": "SwaplineSelectFaces",
               "inputs": {"faces": ["4", 0], "mode": "largest", "threshold": threshold, "indices": "0",
                          "max_faces": 1, "images": ["1", 0]}},
         "7": {"class_type": "SwaplineSwapperLoader",
-              "inputs": {"swapper": swapper, "provider": "auto", "mask": "ellipse", "mask_erode": 0.0, "mask_blur": 0.05}},
+              "inputs": {"swapper": swapper, "provider": "auto", "mask": "ellipse", "mask_erode": 0.0,
+                         "mask_blur": 0.05}},
         "8": {"class_type": "SwaplineSwapFaces",
               "inputs": {"images": ["1", 0], "faces": ["6", 0], "face_model": ["5", 0], "swapper": ["7", 0],
                          "color_match": True, "guards": True, "max_yaw": 0.0}},
@@ -209,7 +214,8 @@ WORKFLOWS = {
     "video_swap_core_builtin": ("Batch video face swap between core Load Video and core Save Video (built-in "
                                 "models, no download)", video_swap_core_builtin()),
     "image_swap_builtin": ("Image face swap (built-in models, no download)", image_swap(BUILTIN, CLASSICAL, 0.9)),
-    "image_swap": ("Image face swap (InsightFace buffalo_l + inswapper_128)", image_swap("buffalo_l", "inswapper_128.onnx", 0.35)),
+    "image_swap": ("Image face swap (InsightFace buffalo_l + inswapper_128)",
+                   image_swap("buffalo_l", "inswapper_128.onnx", 0.35)),
     "face_refine": ("Face refine: SD1.5 + face ControlNet at low denoise on aligned crops, pasted back", face_refine()),
     "video_swap_refine": ("Batch video face swap + streamed SD1.5 face refine (buffalo_l, inswapper_128, "
                           "OpenPose ControlNet), QA, signed MP4", video_swap_refine()),
@@ -233,7 +239,8 @@ def main() -> int:
     (REPO / "workflows" / "api").mkdir(parents=True, exist_ok=True)
     for name, (title, prompt) in WORKFLOWS.items():
         (REPO / "workflows" / "api" / f"{name}.json").write_text(json.dumps(prompt, indent=1) + "\n")
-        (REPO / "workflows" / f"{name}.json").write_text(json.dumps(api_to_ui(prompt, info, title, UI_MODELS.get(name)), indent=1) + "\n")
+        ui = api_to_ui(prompt, info, title, UI_MODELS.get(name))
+        (REPO / "workflows" / f"{name}.json").write_text(json.dumps(ui, indent=1) + "\n")
         print("wrote", name)
     return 0
 

@@ -15,6 +15,7 @@ case "$which" in both | 0.3.75 | 0.33) ;; *) echo "SWAPLINE_TEST_COMFY must be b
 scripts/setup.sh
 export DO_NOT_TRACK=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset SWAPLINE_COMFYUI
+.venv/bin/ruff check .                  # lint first: config in pyproject.toml [tool.ruff]
 .venv/bin/python scripts/validate_pack.py
 
 rc=0
@@ -29,7 +30,7 @@ if [ "$which" != 0.3.75 ]; then
     echo "ComfyUI 0.33 is not provisioned (SWAPLINE_SKIP_COMFY_033?): run scripts/setup.sh without it" >&2
     exit 1
   fi
-  mapfile -t inproc < <(grep -rlE "^from (inprocess|comfy_harness) import" tests/unit | sort)
+  mapfile -t inproc < <(grep -rlE "^from devtools\.(inprocess|comfy_harness) import" tests/unit | sort)
   echo "=== ComfyUI 0.33.0: integration, browser and ${#inproc[@]} in-process unit test files ==="
   start=$SECONDS
   rc33=0

@@ -68,7 +68,8 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "", models: dict | N
 
     def d(nid):
         if nid not in depth:
-            ups = [v[0] for v in prompt[nid]["inputs"].values() if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)]
+            ups = [v[0] for v in prompt[nid]["inputs"].values()
+                   if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)]
             depth[nid] = 1 + max((d(u) for u in ups), default=-1)
         return depth[nid]
 
@@ -84,14 +85,14 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "", models: dict | N
     for order, (nid, node) in enumerate(sorted(prompt.items(), key=lambda kv: depth[kv[0]])):
         defn = object_info[node["class_type"]]
         inputs, widgets = [], []
-        for name, spec, optional in _inputs(defn):
+        for name, spec, _optional in _inputs(defn):
             value = node["inputs"].get(name)
             linked = isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
             if _is_widget(spec) and not linked:
                 widgets.append(value if name in node["inputs"] else (spec[1] or {}).get("default"))
                 widgets += [None] * _extra_widget_values(spec)
             elif not _is_widget(spec) or linked:
-                link_id = next((l[0] for l in links if l[3] == ids[nid] and l[4] == name), None)
+                link_id = next((lk[0] for lk in links if lk[3] == ids[nid] and lk[4] == name), None)
                 entry = {"name": name, "type": spec[0] if isinstance(spec[0], str) else "COMBO", "link": link_id}
                 if _is_widget(spec):
                     entry["widget"] = {"name": name}
@@ -122,7 +123,7 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "", models: dict | N
 
 
 def ui_to_api(workflow: dict, object_info: dict) -> dict:
-    links = {l[0]: l for l in workflow["links"]}
+    links = {lk[0]: lk for lk in workflow["links"]}
     prompt = {}
     for node in workflow["nodes"]:
         if node.get("mode", 0) != 0:
@@ -132,10 +133,10 @@ def ui_to_api(workflow: dict, object_info: dict) -> dict:
         inputs = {}
         linked = {i["name"]: i["link"] for i in node.get("inputs", []) if i.get("link") is not None}
         k = 0
-        for name, spec, optional in _inputs(defn):
+        for name, spec, _optional in _inputs(defn):
             if name in linked:
-                l = links[linked[name]]
-                inputs[name] = [str(l[1]), l[2]]
+                lk = links[linked[name]]
+                inputs[name] = [str(lk[1]), lk[2]]
                 if _is_widget(spec) and "widget" in next(i for i in node["inputs"] if i["name"] == name):
                     k += 1 + _extra_widget_values(spec)
             elif spec[0] == DYNAMIC_COMBO:

@@ -7,7 +7,7 @@ QA) talk only to these interfaces, so each backend stays a small module of its o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

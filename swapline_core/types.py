@@ -34,7 +34,7 @@ class Face:
     def inter_ocular(self) -> float:
         return float(np.linalg.norm(self.kps[1] - self.kps[0]))
 
-    def copy(self, **changes) -> "Face":
+    def copy(self, **changes) -> Face:
         return replace(self, **changes)
 
     def to_json(self) -> dict:

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 DESCRIPTION = {
-    "occluder_pixels_changed": "share of known occluder pixels altered by > 8/255 (opaque bar, sunglasses shape; worst of the two)",
-    "occluder_pixels_changed_skin_hand": "the same for a skin-coloured hand sliding over the mouth (no target; what a colour model cannot see)",
+    "occluder_pixels_changed": ("share of known occluder pixels altered by > 8/255 (opaque bar, sunglasses "
+                                "shape; worst of the two)"),
+    "occluder_pixels_changed_skin_hand": ("the same for a skin-coloured hand sliding over the mouth (no target; "
+                                          "what a colour model cannot see)"),
     "mouth_open_corr": "correlation of the target's and the result's inner-lip opening over the talking clip",
     "catastrophic_pastes": "frames (all cases) with changed pixels outside every true face box (+ forehead, + 10 %)",
     "small_face_coverage": "frames where the ~25 px face in 1280x720 was swapped / frames where it is visible",
@@ -28,7 +30,8 @@ def markdown(q: dict | None) -> list[str]:
     lines = [f"Pipeline: {q['pipeline']}. Scorer: {q['scorer']}.", "",
              "| metric | measured | target | met | what it is |", "| --- | --- | --- | --- | --- |"]
     for k, v in q["metrics"].items():
-        lines.append(f"| {k} | {_f(v)} | {q['targets'].get(k, '')} | {_f(q['met'].get(k))} | {DESCRIPTION.get(k, '')} |")
+        target, met = q["targets"].get(k, ""), _f(q["met"].get(k))
+        lines.append(f"| {k} | {_f(v)} | {target} | {met} | {DESCRIPTION.get(k, '')} |")
     lines += ["", "| case | frames | catastrophic | skipped faces (reason: count) | track s | swap s |",
               "| --- | --- | --- | --- | --- | --- |"]
     for name, c in q["cases"].items():

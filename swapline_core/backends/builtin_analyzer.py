@@ -24,14 +24,14 @@ docs/measurements/builtin_analyzer.md.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 
-from . import builtin_models as bm
-from ..types import Face, as_rgb_uint8, l2_normalise
 from ..interfaces import FaceAnalyzer
+from ..types import Face, as_rgb_uint8, l2_normalise
+from . import builtin_models as bm
 
 # Share of min_face_size a box may fall short by and still count (see _faces).
 SIZE_TOLERANCE = 0.9

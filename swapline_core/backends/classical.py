@@ -21,15 +21,14 @@ and nothing outside the returned mask is touched (the mask is exactly 0 outside 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 
 from ..faces.shape import MEAN68, MIRROR68
-from ..types import Competence, Face, SourceIdentity, as_rgb_uint8
 from ..interfaces import FaceSwapper
-from ..types import SwapPatch
+from ..types import Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
 
 BLEND_MODES = ("seamless", "feather")
 MIRROR_MODES = ("auto", "never", "always")

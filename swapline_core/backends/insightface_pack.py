@@ -25,15 +25,15 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from ..faces.align import warp_crops
 from ..errors import BadModelError, MissingModelError
-from ..types import Face, as_rgb_uint8, l2_normalise
+from ..faces.align import warp_crops
 from ..interfaces import FaceAnalyzer
+from ..types import Face, as_rgb_uint8, l2_normalise
 from .onnx_sessions import providers_for, unloadable_model
 
 log = logging.getLogger("swapline")
@@ -104,7 +104,7 @@ class InsightFaceAnalyzer(FaceAnalyzer):
                 setattr(self, attr, model_zoo.get_model(str(pack), model_task=task, providers=providers))
             except (KeyError, ValueError, FileNotFoundError) as exc:
                 if task == "detection":
-                    raise BadModelError(str(pack / "manifest.json"), f"no usable {task} task ({exc})")
+                    raise BadModelError(str(pack / "manifest.json"), f"no usable {task} task ({exc})") from exc
         self.landmarker = _manifest_landmarker(pack, providers)
 
     @property

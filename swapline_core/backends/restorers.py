@@ -18,11 +18,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..faces.align import warp_crops
 from ..errors import BadModelError, MissingModelError
-from ..types import Face
-from ..types import SwapPatch
+from ..faces.align import warp_crops
 from ..faces.paste import crop_mask, crop_to_patch
+from ..types import Face, SwapPatch
 
 SIZE = 512
 ACCEPTED = ("GFPGAN", "RestoreFormer", "CodeFormer")
@@ -201,7 +200,7 @@ class FaceRestorer:
         originals = np.concatenate(crops)
         mats_all = np.concatenate(mats)
         restored = self.run_crops(originals, batch, check_interrupt)
-        for k, (i, j) in enumerate(owners):
+        for k, (i, _j) in enumerate(owners):
             px = restored[k] if weight == 1.0 else restored[k] * weight + originals[k] * (1.0 - weight)
             patch = crop_to_patch(images[i].shape[:2], px, self.mask, mats_all[k],
                                   {"restorer": self.name, "weight": round(weight, 4)})

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import hints as face_hint
 from ..faces.align import warp_crops
-from ..types import Face
-from ..types import SwapPatch
 from ..faces.paste import apply_patches, crop_mask, crop_to_patch
+from ..types import Face, SwapPatch
+from . import hints as face_hint
 
 
 @dataclass

@@ -5,13 +5,13 @@ writes only where the mask is non-zero so pixels outside the paste mask stay bit
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 
-from .align import invert, transform_points
 from ..types import SwapPatch
+from .align import invert, transform_points
 
 MASK_KINDS = ("ellipse", "hull")
 

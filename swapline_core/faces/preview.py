@@ -1,7 +1,7 @@
 """Preview images: numbered face boxes with the similarity to the reference identity."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np

@@ -5,7 +5,7 @@ flips between people on video; the other modes are there for stills and quick te
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import cv2
 import numpy as np
@@ -169,7 +169,8 @@ class FaceTracker:
     def _select(self, faces: list[Face]) -> list[Face]:
         if self.mode == "identity":
             sims = similarities(faces, self.reference)
-            keep = sorted((i for i, s in enumerate(sims) if s is not None and s >= self.threshold), key=lambda i: -sims[i])
+            keep = sorted((i for i, s in enumerate(sims) if s is not None and s >= self.threshold),
+                          key=lambda i: -sims[i])
         elif self.mode == "largest":
             keep = sorted(range(len(faces)), key=lambda i: -faces[i].area)
         else:

@@ -61,5 +61,6 @@ def check(face, comp: Competence, who: str, pose: tuple[float, float] | None = N
     if comp.needs_both_eyes:
         t = nose_between_eyes(face.kps)
         if not -0.05 <= t <= 1.05:
-            return f"eye hidden: the nose covers the far eye (nose at {t:.2f} of the eye line), which the {who} swapper needs"
+            return (f"eye hidden: the nose covers the far eye (nose at {t:.2f} of the eye line), "
+                    f"which the {who} swapper needs")
     return None

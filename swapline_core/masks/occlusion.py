@@ -1,12 +1,13 @@
 """Built-in occluder estimate: what inside the face is not this face's own skin.
 
-No model file: a colour model of the target's skin is fitted on its most reliable skin (cheeks
-and nose, from the landmarks; pooled over a few frames of the track by ``builtin``), and pixels inside the face that are unlikely
-under it are candidates. Eyes, brows, nostrils and lips are not skin either, so a candidate blob
-counts as an occluder only where it reaches out of those feature zones: a dark bar or sunglasses
-cover the skin around the eyes, a glasses frame crosses the cheeks and the nose bridge, hair,
-a microphone or a hand of another colour come in over skin. A blob that stays inside a feature
-zone is the feature itself and is swapped.
+No model file: a colour model of the target's skin is fitted on its most reliable skin (cheeks and
+nose, from the landmarks; pooled over a few frames of the track by ``builtin``), and pixels inside
+the face that are unlikely under it are candidates. Eyes, brows, nostrils and lips are not skin
+either, so a candidate blob counts as an occluder only where it reaches out of those feature
+zones: a dark bar or sunglasses cover the skin around the eyes, a glasses frame crosses the cheeks
+and the nose bridge, hair, a microphone or a hand of another colour come in over skin. A blob that
+stays inside a feature zone is the feature itself and is swapped, and so is a small blob wholly
+inside the face (a specular highlight): occluders enter from the face's rim or cover much of it.
 
 What it cannot see (measured in tests/unit/masks): an occluder of the same colour as the skin (a
 hand of the same person, a skin-coloured prop) passes as skin; a clear lens shows skin and is

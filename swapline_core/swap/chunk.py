@@ -75,7 +75,7 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     if opts.guards.enabled:
         small = _timed(t, "upscaled", _swap_small, swapper, analyzer, frames, faces, verdicts, source, opts)
         if small:
-            patches = _merge_small(faces, verdicts, patches, small)
+            patches = _merge_small(verdicts, patches, small)
     color = opts.color_match and not getattr(swapper, "matches_color", False)
     out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=color) if ps else f
                                       for f, ps in zip(frames, patches)])
@@ -124,10 +124,10 @@ def _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts: SwapOp
     return out
 
 
-def _merge_small(faces, verdicts, patches, small: dict) -> list[list[SwapPatch]]:
+def _merge_small(verdicts, patches, small: dict) -> list[list[SwapPatch]]:
     """Patches in face order again: the regular swaps, with the upscaled ones where they belong."""
     merged = []
-    for k, (fs, vs, ps) in enumerate(zip(faces, verdicts, patches)):
+    for k, (vs, ps) in enumerate(zip(verdicts, patches)):
         it = iter(ps)
         row = []
         for j, v in enumerate(vs):

@@ -19,7 +19,7 @@ histogram, so it is not a cut. Cuts closer than ``min_gap`` frames to the last o
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np

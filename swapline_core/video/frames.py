@@ -8,14 +8,14 @@ proportional to the face area, and every layer is a resumable ChunkStore.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Sequence
 
 import numpy as np
 
+from ..types import SwapPatch
 from . import read as video_read
 from .store import ChunkStore, stage_key
-from ..types import SwapPatch
 
 DEFAULT_CHUNK = 16
 
@@ -47,7 +47,7 @@ class FrameSequence:
 
     @classmethod
     def open(cls, path: str, start: int = 0, count: int = 0, stride: int = 1,
-             chunk: int = DEFAULT_CHUNK) -> "FrameSequence":
+             chunk: int = DEFAULT_CHUNK) -> FrameSequence:
         info = video_read.probe(path)
         if info.frame_count == 0:
             raise video_read.VideoReadError(path, "the clip has no frames", 0)
@@ -71,10 +71,10 @@ class FrameSequence:
     def chunk_range(self, c: int) -> range:
         return range(c * self.chunk, min((c + 1) * self.chunk, self.count))
 
-    def with_layer(self, layer: Layer) -> "FrameSequence":
+    def with_layer(self, layer: Layer) -> FrameSequence:
         return replace(self, layers=self.layers + (layer,))
 
-    def original(self) -> "FrameSequence":
+    def original(self) -> FrameSequence:
         """The same frames before any stage changed them."""
         return replace(self, layers=())
 

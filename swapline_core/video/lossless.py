@@ -3,15 +3,16 @@ file-backed FrameSequence: a lossless NUT file (FFV1 RGB + float PCM) written on
 sequence's frame range as a sample array.
 
 FFV1 in bgr0 is bit-exact for 8-bit RGB, so a frame sequence opened on the file decodes to the
-very pixels it was given; the audio is kept as float PCM, bit-exact. NUT rather than Matroska: Matroska stores
-times in milliseconds, so a short 15 fps clip measures as 14.985 fps; NUT keeps the exact rate. Used by the VHS/core-VIDEO interop nodes.
+very pixels it was given; the audio is kept as float PCM, bit-exact. NUT rather than Matroska:
+Matroska stores times in milliseconds, so a short 15 fps clip measures as 14.985 fps; NUT keeps
+the exact rate. Used by the VHS/core-VIDEO interop nodes.
 """
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
-from collections.abc import Iterable
 
 import numpy as np
 

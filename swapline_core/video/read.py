@@ -19,9 +19,22 @@ import numpy as np
 
 # Probing lives in .probe; its public names stay importable from here (one import point for
 # readers: nodes, bench and tests use ``video.read``).
-from .probe import (DEFAULT_FOLDER_FPS, FOLDER_EXTS, IMAGE_EXTS, FrameIndex, MissingMediaError, VideoInfo,
-                    VideoReadError, checked_path, clear_probe_cache, natural_key, open_container, probe,
-                    probe_with_index, snap_rate)
+from .probe import (
+    DEFAULT_FOLDER_FPS,
+    FOLDER_EXTS,
+    IMAGE_EXTS,
+    FrameIndex,
+    MissingMediaError,
+    VideoInfo,
+    VideoReadError,
+    checked_path,
+    clear_probe_cache,
+    natural_key,
+    open_container,
+    probe,
+    probe_with_index,
+    snap_rate,
+)
 
 __all__ = ["DEFAULT_FOLDER_FPS", "FOLDER_EXTS", "IMAGE_EXTS", "FrameIndex", "MissingMediaError", "VideoInfo",
            "VideoReadError", "checked_path", "clear_probe_cache", "frame_time", "iter_chunks", "iter_frames",

@@ -10,21 +10,20 @@ import hashlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from ..backends.cache import loaded_model_files
-from .store import ChunkStore, faces_key, model_stamp, stage_key
+from ..faces.paste import apply_patches
+from ..faces.tracking import FaceTracker
 from ..guards import reason_category
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
-from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
-from ..faces.paste import apply_patches
-from ..faces.tracking import FaceTracker
 from .cuts import CutDetector
+from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
+from .store import ChunkStore, faces_key, model_stamp, stage_key
 
 
 @dataclass

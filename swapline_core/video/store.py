@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 # Bumped whenever a stage's algorithm changes its output, so stale chunks are never reused.
 ALGORITHM_VERSION = 5
 

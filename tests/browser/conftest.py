@@ -10,6 +10,7 @@ import os
 import shutil
 
 import pytest
+
 from devtools.swapline_editor import (
     Browser,
     stage_inputs,

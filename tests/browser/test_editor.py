@@ -14,6 +14,7 @@ import json
 
 import pytest
 import requests
+
 from devtools.swapline_editor import (
     WORKFLOWS,
     node_id_of,

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from devtools.comfy_harness import PromptRejected
 from devtools.media import SAMPLES
 

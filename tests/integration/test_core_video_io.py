@@ -10,7 +10,6 @@ from pathlib import Path
 
 import av
 import pytest
-
 from media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]

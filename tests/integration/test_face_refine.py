@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from devtools.comfy_harness import ComfyExecutionError, PromptRejected
 from devtools.media import SAMPLES, rgb
 
@@ -94,7 +95,8 @@ def test_face_refine_ui_workflow_matches_and_declares_its_models(staged):
             models = node["properties"]["models"]
             assert [m["directory"] for m in models] == [folder]
             assert models[0]["name"] == API[str(node["id"])]["inputs"][field] == node["widgets_values"][0]
-            assert models[0]["url"].startswith("https://huggingface.co/") and models[0]["url"].endswith(models[0]["name"])
+            url = models[0]["url"]
+            assert url.startswith("https://huggingface.co/") and url.endswith(models[0]["name"])
             seen.add(node["type"])
     assert seen == set(folders)
 

@@ -6,9 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from test_image_nodes import swap_prompt
+
 from devtools.comfy_harness import PromptRejected
 from devtools.media import HANKS, T1, insightface_image, put_input, rgb
-from test_image_nodes import swap_prompt
 
 OPTIONS = {"occlusion": "builtin (skin colour, no model)", "occlusion_sensitivity": 1.0, "parser": "off",
            "regions": "skin, nose, upper-lip, lower-lip", "areas": "", "mouth": "auto", "mouth_size": 0.08,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from devtools.media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,8 +81,9 @@ def test_commercial_only_refuses_on_the_server(staged):
 
 @pytest.mark.parametrize("restorer", ["GPEN-BFR-512.onnx", "facefusion/gpen_bfr_256.onnx"])
 def test_gpen_restorer_on_the_server(staged, restorer):
-    from devtools.media import T1, insightface_image, put_input, rgb
     from test_restore_nodes import restore_prompt
+
+    from devtools.media import T1, insightface_image, put_input, rgb
 
     name = put_input(staged, insightface_image(T1))
     hist = staged.run(restore_prompt(name, restorer))

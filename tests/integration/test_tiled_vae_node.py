@@ -7,8 +7,9 @@ import sys
 import numpy as np
 import pytest
 import torch
-from devtools.comfy_harness import COMFY
 from PIL import Image
+
+from devtools.comfy_harness import COMFY
 
 VAE_FILE = "swapline_test_sd15_vae.safetensors"
 SD15 = {"double_z": True, "z_channels": 4, "resolution": 256, "in_channels": 3, "out_ch": 3, "ch": 128,

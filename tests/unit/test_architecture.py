@@ -226,7 +226,7 @@ def _subpackage(target: str) -> str | None:
 def core_graph() -> dict[str, set[str]]:
     """Module-level imports between core subpackages (top-level modules count as their own)."""
     graph: dict[str, set[str]] = {}
-    for p, i in _all_imports(_files("swapline_core")):
+    for _p, i in _all_imports(_files("swapline_core")):
         if not i.top_level:
             continue
         src = _subpackage(i.module)

@@ -163,7 +163,8 @@ class FamilySwapper(FaceSwapper):
                 rows[have] = rows[have] * (1.0 - alpha) + tgt * alpha
             for i in range(len(targets)):
                 notes[i] = {"identity_weight": round(self.identity_weight, 3)} if i in have else \
-                    {"identity_weight": "not applied: the target face has no 512-d embedding (Detect Faces with embeddings)"}
+                    {"identity_weight": "not applied: the target face has no 512-d embedding "
+                                        "(Detect Faces with embeddings)"}
         return rows, notes
 
     # ------------------------------------------------------------------ target side

@@ -40,7 +40,8 @@ DOWN = Geom(3, 2, 0, 1)       # comfy's Downsample: pad (0, 1, 0, 1), then 3x3 s
 @dataclass(frozen=True)
 class EncoderSpec:
     """The encoder as a flat list of operations, checked against what this module reproduces."""
-    ops: tuple                # ("conv_in", conv) ("res", block) ("down", ds) ("attn", attn) ("out", (norm, conv)) ("quant", conv)
+    # ("conv_in", conv) ("res", block) ("down", ds) ("attn", attn) ("out", (norm, conv)) ("quant", conv)
+    ops: tuple
     base_channels: int        # channels after conv_in: the unit of the tile budget
     scale: int                # input pixels per latent pixel
 

@@ -39,7 +39,8 @@ def shrink_tile(tile: int, min_tile: int = MIN_TILE) -> int:
 
 
 def encode_with_retry(encoder, quant_conv, pixels_bchw, tile: int, overlap: int, on_tile=None,
-                      check_interrupt=None, *, min_tile: int = MIN_TILE, on_oom: Callable[[int, str], None] | None = None,
+                      check_interrupt=None, *, min_tile: int = MIN_TILE,
+                      on_oom: Callable[[int, str], None] | None = None,
                       plane_budget: int | None = None, **kw) -> tuple[torch.Tensor, int]:
     """encode_tiled_exact, retried from scratch with smaller tiles after an allocation failure on
     any device (the plane budget halves too, down to a quarter of the default, below which the

@@ -102,7 +102,8 @@ class GroupStats:
         g = norm.num_groups
         mean_c, m2_c = self.mean.view(g, c // g), self.m2.view(g, c // g)
         gmean = mean_c.mean(1, keepdim=True)                     # every channel has the same count
-        gvar = (m2_c.sum(1, keepdim=True) + self.n * (mean_c - gmean).square().sum(1, keepdim=True)) / (self.n * (c // g))
+        between = self.n * (mean_c - gmean).square().sum(1, keepdim=True)
+        gvar = (m2_c.sum(1, keepdim=True) + between) / (self.n * (c // g))
         inv = (gvar + norm.eps).rsqrt()
         a = inv.expand(g, c // g).reshape(c)
         b = (-gmean * inv).expand(g, c // g).reshape(c)

@@ -127,7 +127,8 @@ def encode_tiled_exact(encoder, quant_conv, pixels_bchw: torch.Tensor, tile: int
             for p in plan.passes:
                 if check_interrupt is not None:
                     check_interrupt()
-                r = _run_pass(p, overlap, out_device, tick if check_interrupt is None else _checked(tick, check_interrupt))
+                step = tick if check_interrupt is None else _checked(tick, check_interrupt)
+                r = _run_pass(p, overlap, out_device, step)
                 if r is not None:
                     latent = r
             del plan

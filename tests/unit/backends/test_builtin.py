@@ -2,20 +2,17 @@
 
 Run with ``-s`` to see the measured numbers (timings, identity distances before/after the swap).
 """
-import sys
-from pathlib import Path
-
-
 import importlib.util  # noqa: E402
+import sys
 import time  # noqa: E402
+from pathlib import Path
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from swapline_core.backends import builtin_models as bm  # noqa: E402
-from swapline_core.backends.builtin_analyzer import (SAME_PERSON_DISTANCE, BuiltinAnalyzer,  # noqa: E402
-                                            distance, similarity)
+from swapline_core.backends.builtin_analyzer import SAME_PERSON_DISTANCE, BuiltinAnalyzer, distance, similarity  # noqa: E402
 from swapline_core.backends.classical import ClassicalSwapper, delaunay  # noqa: E402
 from swapline_core.types import Face, SourceIdentity  # noqa: E402
 

@@ -25,8 +25,8 @@ from swapline_core.types import SourceIdentity
 KLING = REPO / "tests" / ".cache" / "media" / "api_kling_avatar2-1.webp"
 
 
-def mouth_gap(l: np.ndarray) -> float:
-    return float(np.mean([np.linalg.norm(l[a] - l[b]) for a, b in ((61, 67), (62, 66), (63, 65))]))
+def mouth_gap(lm: np.ndarray) -> float:
+    return float(np.mean([np.linalg.norm(lm[a] - lm[b]) for a, b in ((61, 67), (62, 66), (63, 65))]))
 
 
 @pytest.fixture(scope="module")

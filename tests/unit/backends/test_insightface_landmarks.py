@@ -10,11 +10,11 @@ import shutil
 
 import numpy as np
 import pytest
+
 from devtools.media import SAMPLES, rgb
 from devtools.synthetic_models import MODEL_FILES, build_models
-
-from swapline_core.errors import MissingModelError
 from swapline_core.backends.insightface_pack import LANDMARK_TASK, InsightFaceAnalyzer
+from swapline_core.errors import MissingModelError
 
 CPU = ["CPUExecutionProvider"]
 
@@ -105,8 +105,9 @@ def test_pack_without_1k3d68_has_no_landmarks(tmp_path, models, frames):
 def _build_2d106(path):
     """2d106det.onnx's signature: 192x192 in, 212 = 106 x 2 out."""
     import torch
-    from devtools.synthetic_models import _rename_values, export_onnx
     from torch import nn
+
+    from devtools.synthetic_models import _rename_values, export_onnx
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.AvgPool2d(48), nn.Flatten(), nn.Linear(48, 212)).eval()

@@ -6,8 +6,8 @@ import shutil
 
 import numpy as np
 import pytest
-from devtools.synthetic_models import MODEL_FILES, ensure_cache
 
+from devtools.synthetic_models import MODEL_FILES, ensure_cache
 from swapline_core.backends.cache import cached, loaded_model_files
 from swapline_core.backends.manifest import model_manifest
 from swapline_core.provenance.hashing import sha256_file

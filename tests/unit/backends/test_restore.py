@@ -9,11 +9,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.faces.align import template  # noqa: E402
-from swapline_core.errors import BadModelError, MissingModelError  # noqa: E402
-from swapline_core.types import Face, FaceSet, FrameFaces  # noqa: E402
-from swapline_core.faces.paste import apply_patches, union_mask  # noqa: E402
 from swapline_core.backends.restorers import FaceRestorer, load_restorer  # noqa: E402
+from swapline_core.errors import BadModelError, MissingModelError  # noqa: E402
+from swapline_core.faces.align import template  # noqa: E402
+from swapline_core.faces.paste import apply_patches, union_mask  # noqa: E402
+from swapline_core.types import Face, FaceSet, FrameFaces  # noqa: E402
 
 
 @pytest.fixture(scope="module")

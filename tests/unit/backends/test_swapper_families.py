@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+
 from devtools.media import T1, insightface_image, rgb
 from devtools.synthetic_swappers import SWAPPERS, build_swappers
-
 from swapline_core.backends.swappers import FAMILIES, FamilySwapper, detect_family
 from swapline_core.backends.swappers import pixel_boost as pb
 from swapline_core.errors import BadModelError, SwaplineError
@@ -191,7 +191,7 @@ def test_identity_weight_moves_toward_the_target(files, scene):
 
 
 def test_stand_ins_keep_published_io(files):
-    for role, (rel, kind, _a) in SWAPPERS.items():
+    for role, (_rel, kind, _a) in SWAPPERS.items():
         g = onnx.load(str(files[role]), load_external_data=False).graph
         names = [i.name for i in g.input if i.name not in {x.name for x in g.initializer}]
         assert names == (["input"] if kind in ("converter", "gpen") else ["target", "source"]), role
@@ -199,9 +199,9 @@ def test_stand_ins_keep_published_io(files):
 
 def test_commercial_switch_and_licences_in_provenance(files):
     from swapline_core.backends.catalog import KNOWN_MODELS, check_commercial
+    from swapline_core.backends.manifest import model_manifest
     from swapline_core.provenance.audit_log import make_record
     from swapline_core.provenance.c2pa import model_entry
-    from swapline_core.backends.manifest import model_manifest
 
     assert all(m.commercial in ("yes", "no", "unknown") and m.licence and m.source for m in KNOWN_MODELS)
     hyper = FamilySwapper(str(files["hyperswap_1a_256"]), "CPU")

@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import onnx
 import pytest
+
 from devtools.media import HANKS, T1, insightface_image
 from devtools.synthetic_models import (
     BAD_FILES,

@@ -13,8 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 import pytest
-from devtools import synthetic_sd as sds
 import torch
+
+from devtools import synthetic_sd as sds
 from devtools.inprocess import setup_comfy
 
 setup_comfy()
@@ -95,7 +96,8 @@ def test_checkpoint_is_detected_as_sd15_with_every_key_used(checkpoint, files):
     assert file_keys(files["checkpoint"], "model.diffusion_model.") == module_keys(unet)
     assert file_keys(files["checkpoint"], "first_stage_model.") == module_keys(vae.first_stage_model)
     clip_keys = module_keys(clip.cond_stage_model.clip_l.transformer)
-    assert clip_keys.pop("text_projection.weight") == (768, 768)  # unused by SD1.x (no projected pooled), absent from real files too
+    # unused by SD1.x (no projected pooled), absent from real files too
+    assert clip_keys.pop("text_projection.weight") == (768, 768)
     assert file_keys(files["checkpoint"], "cond_stage_model.transformer.") == clip_keys
     assert isinstance(vae.first_stage_model, comfy.ldm.models.autoencoder.AutoencoderKL)
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from swapline_core.diffusion import hints as face_hint
-from swapline_core.faces.align import estimate_norm, template, transform_points
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+from swapline_core.diffusion import hints as face_hint
 from swapline_core.diffusion.control_schedule import (
     BlockSchedule,
     apply_schedule,
     match_batch,
     resize_mask,
 )
+from swapline_core.faces.align import estimate_norm, template, transform_points
 
 SAMPLE = Path(__file__).resolve().parents[3] / "assets" / "samples" / "target_reference.png"
 

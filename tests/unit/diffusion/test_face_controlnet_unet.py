@@ -3,10 +3,9 @@ the blocks that add them, in a real ComfyUI sampling run (SD1.5-architecture UNe
 loaded by ComfyUI's own loaders from devtools/synthetic_sd.py's small checkpoints)."""
 from __future__ import annotations
 
-
-
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
 from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
 setup_comfy()
@@ -18,6 +17,7 @@ LATENT = 32          # latent side: 256 px images
 def sd(tmp_path_factory):
     import comfy.controlnet
     import comfy.sd
+
     from devtools.synthetic_sd import build_sd_models
 
     paths = build_sd_models(tmp_path_factory.mktemp("sd-models"))

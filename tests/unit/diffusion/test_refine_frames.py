@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
 from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
 setup_comfy()
 
-from swapline_core.video import stages as pipeline  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
+from swapline_core.video import stages as pipeline  # noqa: E402
 from swapline_core.video.frames import FrameSequence  # noqa: E402
 
 CLIP = Path(__file__).resolve().parents[3] / "assets" / "samples" / "kling_avatar_clip.mp4"
@@ -25,6 +25,7 @@ def env(tmp_path_factory):
     import comfy.controlnet
     import comfy.sd
     import folder_paths
+
     from devtools.synthetic_sd import build_sd_models
 
     out = tmp_path_factory.mktemp("comfy-output")

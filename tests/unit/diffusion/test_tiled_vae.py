@@ -7,8 +7,8 @@ import math  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 
+from devtools.inprocess import import_pack, setup_comfy  # noqa: E402
 from swapline_core.diffusion import tiled_vae as tv  # noqa: E402
 
 setup_comfy()

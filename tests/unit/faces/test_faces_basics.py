@@ -4,16 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swapline_core.faces import align
-
-from swapline_core.faces import paste
-
-from swapline_core.faces import select
-from swapline_core.video.store import ChunkStore
-from swapline_core.types import Face, SourceIdentity, as_rgb_uint8, l2_normalise
-from swapline_core.video.frames import apply_layer_chunk, encode_diff_chunk, encode_layer_chunk
-from swapline_core.types import SwapPatch
+from swapline_core.faces import align, paste, select
 from swapline_core.faces.tracking import OneEuro, iou
+from swapline_core.types import Face, SourceIdentity, SwapPatch, as_rgb_uint8, l2_normalise
+from swapline_core.video.frames import apply_layer_chunk, encode_diff_chunk, encode_layer_chunk
+from swapline_core.video.store import ChunkStore
 
 KPS = np.array([[60, 70], [100, 68], [80, 90], [64, 112], [98, 110]], np.float32)
 
@@ -126,9 +121,8 @@ def test_iou_and_image_coercion():
 
 def test_inswapper_rejects_wrong_signature(tmp_path):
     from devtools.synthetic_models import build_bad_models
-
-    from swapline_core.errors import BadModelError
     from swapline_core.backends.inswapper import InSwapper
+    from swapline_core.errors import BadModelError
 
     bad = build_bad_models(tmp_path)
     path = next(p for p in (bad.values() if isinstance(bad, dict) else bad) if str(p).endswith("not_a_swapper.onnx"))
@@ -137,8 +131,8 @@ def test_inswapper_rejects_wrong_signature(tmp_path):
 
 
 def test_inswapper_needs_arcface_identity(models_dir):
-    from swapline_core.errors import SwaplineError
     from swapline_core.backends.inswapper import InSwapper
+    from swapline_core.errors import SwaplineError
 
     sw = InSwapper(str(models_dir / "insightface" / "inswapper_128.onnx"), "CPU")
     dlib_like = SourceIdentity(embedding=l2_normalise(np.ones(128, np.float32)), recognizer="dlib_resnet_v1")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import cv2
 import pytest
 
+from devtools.tracking_clips import KLING, face_spans, frames_of, texture, write_clip
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.video import stages as pipeline
 from swapline_core.video.frames import FrameSequence
-from devtools.tracking_clips import KLING, face_spans, frames_of, texture, write_clip
 
 N, ENTER, LEAVE = 46, 22, 38          # the face is on screen for frames 22..37
 CHUNK = 12                            # the detection at 24 opens chunk 2: backfill crosses chunks

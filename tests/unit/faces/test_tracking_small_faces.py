@@ -5,10 +5,10 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from devtools.tracking_clips import KLING, frames_of, texture, write_clip
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.video import stages as pipeline
 from swapline_core.video.frames import FrameSequence
-from devtools.tracking_clips import KLING, frames_of, texture, write_clip
 
 N = 24
 FACE_H = 165.0          # the kling face is 160-190 px tall in its 350 px frames

@@ -35,7 +35,8 @@ def test_giant_face_in_a_tracked_clip_is_skipped_counted_and_resumed_alike(tmp_p
     f = faces.frames[GLITCH].faces[0]
     c = (f.bbox[:2] + f.bbox[2:]) / 2
     shift = np.array([0.0, 0.6 * (f.bbox[3] - f.bbox[1])], np.float32)
-    faces.frames[GLITCH].faces[0] = f.copy(bbox=np.concatenate([(f.bbox[:2] - c) * 4 + c, (f.bbox[2:] - c) * 4 + c]) + np.tile(shift, 2),
+    big = np.concatenate([(f.bbox[:2] - c) * 4 + c, (f.bbox[2:] - c) * 4 + c]) + np.tile(shift, 2)
+    faces.frames[GLITCH].faces[0] = f.copy(bbox=big,
                                            kps=(f.kps - c) * 4 + c + shift)
     out, report = stages.swap_frames(seq, faces, source, ClassicalSwapper(), an, str(tmp_path), stages.Hooks())
     assert report.extra["skipped"].get("track jump") == 1, report.extra

@@ -275,7 +275,8 @@ def test_mask_overhead_on_the_sample_clip(analyzer, source, clip):
     _swap(analyzer, source, frames, faces, MaskOptions(), ClipContext(None, 0), timings=t)
     total = time.perf_counter() - t0
     ratio = t["masks"] / t["swap"]
-    print(f"\n[masks] {len(frames)} frames {frames[0].shape[1]}x{frames[0].shape[0]}: swap {t['swap'] / len(frames) * 1000:.1f}"
+    print(f"\n[masks] {len(frames)} frames {frames[0].shape[1]}x{frames[0].shape[0]}: "
+          f"swap {t['swap'] / len(frames) * 1000:.1f}"
           f" ms/frame, masks {t['masks'] / len(frames) * 1000:.1f} ms/frame (masks/swap {ratio:.2f}), "
           f"chunk total {total / len(frames) * 1000:.1f} ms/frame")
     assert ratio < 1.5
@@ -298,7 +299,6 @@ def test_neural_swapper_with_five_points_only(source, clip):
     """An INSwapper-style swapper (the synthetic stand-in) on faces without 68 landmarks: the
     five-point geometry places skin samples, feature zones and (when asked) the mouth."""
     from devtools.synthetic_models import MODEL_FILES, ensure_cache
-
     from swapline_core.backends.inswapper import InSwapper
 
     swapper = InSwapper(str(ensure_cache() / MODEL_FILES["swapper"]), "CPU")

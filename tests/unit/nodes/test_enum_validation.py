@@ -9,6 +9,7 @@ import asyncio
 import inspect
 
 import pytest
+
 from devtools.inprocess import import_pack
 
 

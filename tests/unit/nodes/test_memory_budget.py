@@ -88,9 +88,8 @@ def test_dynamic_vram_budget_matches_core_encode(memory, vram, monkeypatch):
 def test_tiled_vae_auto_budget_counts_evictable_vram(memory, vram, monkeypatch):
     """The tiled VAE's auto mode plans with the evictable VRAM (a CUDA VAE, faked as far as its device)."""
     import comfy.memory_management
-    from comfy_aimdo import model_vbar
-
     import swapline.nodes.vae as vae_node
+    from comfy_aimdo import model_vbar
 
     class FakeVae:                      # only what _budget reads; load_models_gpu is stubbed below
         device = CUDA

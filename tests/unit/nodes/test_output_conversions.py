@@ -8,8 +8,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from devtools.inprocess import import_pack
 
+from devtools.inprocess import import_pack
 from devtools.test_media import make_animation, make_video
 
 

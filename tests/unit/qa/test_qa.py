@@ -10,18 +10,16 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.faces import identity as face_model  # noqa: E402
-
-from swapline_core.video import stages as pipeline  # noqa: E402
-
-from swapline_core.qa import gate as qa  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.backends.classical import ClassicalSwapper  # noqa: E402
-from swapline_core.video.frames import FrameSequence  # noqa: E402
+from swapline_core.faces import identity as face_model  # noqa: E402
 from swapline_core.interfaces import FaceSwapper
-from swapline_core.types import SwapPatch  # noqa: E402
-from swapline_core.swap.chunk import SwapOptions  # noqa: E402
+from swapline_core.qa import gate as qa  # noqa: E402
 from swapline_core.qa.plot import plot_report  # noqa: E402
+from swapline_core.swap.chunk import SwapOptions  # noqa: E402
+from swapline_core.types import SwapPatch  # noqa: E402
+from swapline_core.video import stages as pipeline  # noqa: E402
+from swapline_core.video.frames import FrameSequence  # noqa: E402
 
 CLIP = ROOT / "assets" / "samples" / "kling_avatar_clip.mp4"
 SOURCE = ROOT / "assets" / "samples" / "source_face.png"

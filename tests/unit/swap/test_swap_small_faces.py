@@ -5,15 +5,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from devtools.media import REPO  # noqa: F401  (repo-relative sample paths below)
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.backends.classical import ClassicalSwapper
 from swapline_core.faces import identity as face_model
 from swapline_core.guards import GuardOptions
-from swapline_core.swap.chunk import SwapOptions, swap_chunk
 from swapline_core.swap import upscale
+from swapline_core.swap.chunk import SwapOptions, swap_chunk
 from swapline_core.video.frames import FrameSequence
-
-from devtools.media import REPO  # noqa: F401  (repo-relative sample paths below)
 
 CLIP = REPO / "assets" / "samples" / "kling_avatar_clip.mp4"
 SOURCE = REPO / "assets" / "samples" / "source_face.png"

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
+from devtools.tracking_clips import KLING, WAN, frames_of, write_clip
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.faces.tracking import iou
 from swapline_core.video import stages as pipeline
 from swapline_core.video.cuts import CutDetector
 from swapline_core.video.frames import FrameSequence
-from devtools.tracking_clips import KLING, WAN, frames_of, write_clip
 
 CUT = 20
 

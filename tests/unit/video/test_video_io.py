@@ -11,9 +11,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core import video as vio  # noqa: E402
-
 from devtools.test_media import BITS, CELL, NTSC, make_animation, make_video, read_stamp, stamp  # noqa: E402,F401
+from swapline_core import video as vio  # noqa: E402
 
 
 def audio_onset(path, threshold=0.3) -> float:
@@ -196,7 +195,7 @@ def test_iterating_600_frames_keeps_memory_flat(tmp_path):
     peak = base
     t = time.perf_counter()
     n = 0
-    for i, frame in vio.iter_frames(p):
+    for i, _frame in vio.iter_frames(p):
         n += 1
         if i % 25 == 0:
             peak = max(peak, proc.memory_info().rss)
