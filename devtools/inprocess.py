@@ -9,7 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from comfy_harness import COMFY  # the tree chosen by $SWAPLINE_COMFYUI
+from .comfy_harness import COMFY  # the tree chosen by $SWAPLINE_COMFYUI
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import av
 import pytest
-from media import SAMPLES
+from devtools.media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]
 CLIP = "swapline_sample_clip.mp4"          # kling_avatar_clip.mp4: 48 frames, 15 fps, AAC audio

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pytest
 import torch
-from inprocess import import_pack, setup_comfy
+from devtools.inprocess import import_pack, setup_comfy
 
 setup_comfy()
 import comfy.sampler_helpers
@@ -30,7 +30,7 @@ EXTRA = torch.device("cpu", 1)
 def sd(tmp_path_factory):
     import comfy.controlnet
     import comfy.sd
-    from synthetic_sd import build_sd_models
+    from devtools.synthetic_sd import build_sd_models
 
     paths = build_sd_models(tmp_path_factory.mktemp("sd-models-mgpu"))
     model, clip = comfy.sd.load_checkpoint_guess_config(
