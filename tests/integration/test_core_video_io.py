@@ -10,6 +10,7 @@ from pathlib import Path
 
 import av
 import pytest
+
 from devtools.media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]

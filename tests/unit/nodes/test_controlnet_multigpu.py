@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pytest
 import torch
+
 from devtools.inprocess import import_pack, setup_comfy
 
 setup_comfy()
@@ -30,6 +31,7 @@ EXTRA = torch.device("cpu", 1)
 def sd(tmp_path_factory):
     import comfy.controlnet
     import comfy.sd
+
     from devtools.synthetic_sd import build_sd_models
 
     paths = build_sd_models(tmp_path_factory.mktemp("sd-models-mgpu"))

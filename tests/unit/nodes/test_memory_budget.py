@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import psutil
 import pytest
 import torch
+
 from devtools.inprocess import import_pack, setup_comfy
 
 setup_comfy()
