@@ -52,9 +52,11 @@ def run_pipeline(case, analyzer, swapper, source, work: Path) -> dict:
             "seconds": {"track": t1 - t0, "swap": t2 - t1}}
 
 
-def catastrophic(case, res) -> dict:
-    """Frames with changed pixels outside every true face box (boxes include forehead + 10 %):
-    {frame: changed pixels outside}."""
+CATASTROPHIC_SHARE = 0.01   # off-face change above 1 % of the face box's area: a paste off the face
+
+
+def off_face(case, res) -> dict:
+    """{frame: pixels changed outside every true face box} (boxes include forehead + 10 %)."""
     bad = {}
     for i, (a, b) in enumerate(zip(res["inputs"], res["outputs"])):
         ch = score.changed(a, b)
@@ -63,6 +65,17 @@ def catastrophic(case, res) -> dict:
         if ch.any():
             bad[i] = int(ch.sum())
     return bad
+
+
+def catastrophic(case, off: dict) -> dict:
+    """The off-face frames whose spill exceeds CATASTROPHIC_SHARE of the face box: a face pasted
+    off the face, not a feathered edge a few pixels past the landmark box."""
+    out = {}
+    for i, n in off.items():
+        x0, y0, x1, y1 = case.boxes[i][0]
+        if n > CATASTROPHIC_SHARE * max((x1 - x0) * (y1 - y0), 1.0):
+            out[i] = n
+    return out
 
 
 def occluder_changed(case, res) -> float | None:
@@ -139,8 +152,10 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
         log(f"quality: {c.name} ({len(c.frames)} frames)")
         res = run_pipeline(c, case0.analyzer, case0.swapper, case0.source, work)
         swaps.append(res["swap"])
-        cat = catastrophic(c, res)
+        off = off_face(c, res)
+        cat = catastrophic(c, off)
         row = {"frames": len(c.frames), "catastrophic_pastes": len(cat), "catastrophic_frames": cat,
+               "off_face_frames": off,
                "skipped": res["swap"].get("skipped", {}), "seconds": res["seconds"]}
         cat_total += row["catastrophic_pastes"]
         if c.occluder:
