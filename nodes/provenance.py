@@ -102,8 +102,12 @@ class C2PASink(io.ComfyNode):
             results = []
             for path, subfolder, file, summary in outputs:
                 t = target if isinstance(target, tuple) else target[len(results)]
+                # what the encode changed about size and timing, stated in the manifest too
+                converted = {k: summary[k] for k in ("padded", "timing") if k in summary}
                 res = sign_and_verify(path, creds=creds, target_ingredient=t, source_ingredient=source,
-                                      qa_summary={"decision": decision, **qa_summary}, models=models,
+                                      qa_summary={"decision": decision, **qa_summary,
+                                                  **({"conversions": converted} if converted else {})},
+                                      models=models,
                                       attestation=attestation or None,
                                       software_agent=f"Swapline {swapline_core.__version__}")
                 audit = audit_log.append_job(
