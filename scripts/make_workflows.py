@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))          # devtools, swapline_core
 sys.path.insert(0, str(REPO / "scripts"))
 
-from workflow_format import api_to_ui  # noqa: E402
+from workflow_format import api_to_ui, is_widget, widget_inputs  # noqa: E402
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
 CLASSICAL = "builtin classical (landmark warp, no download)"
@@ -222,6 +222,19 @@ WORKFLOWS = {
 }
 
 
+def fill_widget_defaults(prompt: dict, info: dict) -> None:
+    """Every widget of our nodes stated in the API twin, with the default the editor would put
+    there: what a studio queues over the API is then exactly what the editor queues."""
+    for node in prompt.values():
+        if not node["class_type"].startswith("Swapline"):
+            continue
+        for name, spec, _optional in widget_inputs(info[node["class_type"]]):
+            if is_widget(spec) and name not in node["inputs"]:
+                default = (spec[1] or {}).get("default") if len(spec) > 1 else None
+                if default is not None:
+                    node["inputs"][name] = default
+
+
 def main() -> int:
     from devtools.comfy_harness import ComfyServer
     from devtools.synthetic_models import build_models
@@ -238,6 +251,7 @@ def main() -> int:
             server.stop()
     (REPO / "workflows" / "api").mkdir(parents=True, exist_ok=True)
     for name, (title, prompt) in WORKFLOWS.items():
+        fill_widget_defaults(prompt, info)
         (REPO / "workflows" / "api" / f"{name}.json").write_text(json.dumps(prompt, indent=1) + "\n")
         ui = api_to_ui(prompt, info, title, UI_MODELS.get(name))
         (REPO / "workflows" / f"{name}.json").write_text(json.dumps(ui, indent=1) + "\n")

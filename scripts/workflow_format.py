@@ -19,7 +19,7 @@ PREVIEW_HEIGHT = {"LoadImage": 240, "SwaplineLoadVideo": 320, "SaveImage": 260, 
 DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 
 
-def _is_widget(spec) -> bool:
+def is_widget(spec) -> bool:
     kind = spec[0]
     return isinstance(kind, list) or kind in WIDGET_TYPES or kind == DYNAMIC_COMBO
 
@@ -38,14 +38,14 @@ def _dynamic_values(name: str, spec, values: list, k: int, flat: set, inputs: di
         target = sub if sub in flat else f"{name}.{sub}"
         if subspec[0] == DYNAMIC_COMBO:
             k = _dynamic_values(target, subspec, values, k, flat, inputs)
-        elif _is_widget(subspec):
+        elif is_widget(subspec):
             if k < len(values):
                 inputs[target] = values[k]
             k += 1 + _extra_widget_values(subspec)
     return k
 
 
-def _inputs(defn: dict) -> list[tuple[str, list, bool]]:
+def widget_inputs(defn: dict) -> list[tuple[str, list, bool]]:
     order = defn.get("input_order", {})
     out = []
     for group in ("required", "optional"):
@@ -85,16 +85,16 @@ def api_to_ui(prompt: dict, object_info: dict, title: str = "", models: dict | N
     for order, (nid, node) in enumerate(sorted(prompt.items(), key=lambda kv: depth[kv[0]])):
         defn = object_info[node["class_type"]]
         inputs, widgets = [], []
-        for name, spec, _optional in _inputs(defn):
+        for name, spec, _optional in widget_inputs(defn):
             value = node["inputs"].get(name)
             linked = isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
-            if _is_widget(spec) and not linked:
+            if is_widget(spec) and not linked:
                 widgets.append(value if name in node["inputs"] else (spec[1] or {}).get("default"))
                 widgets += [None] * _extra_widget_values(spec)
-            elif not _is_widget(spec) or linked:
+            elif not is_widget(spec) or linked:
                 link_id = next((lk[0] for lk in links if lk[3] == ids[nid] and lk[4] == name), None)
                 entry = {"name": name, "type": spec[0] if isinstance(spec[0], str) else "COMBO", "link": link_id}
-                if _is_widget(spec):
+                if is_widget(spec):
                     entry["widget"] = {"name": name}
                     widgets.append(None)  # the editor keeps a value slot for a widget turned input
                     widgets += [None] * _extra_widget_values(spec)
@@ -133,16 +133,16 @@ def ui_to_api(workflow: dict, object_info: dict) -> dict:
         inputs = {}
         linked = {i["name"]: i["link"] for i in node.get("inputs", []) if i.get("link") is not None}
         k = 0
-        for name, spec, _optional in _inputs(defn):
+        for name, spec, _optional in widget_inputs(defn):
             if name in linked:
                 lk = links[linked[name]]
                 inputs[name] = [str(lk[1]), lk[2]]
-                if _is_widget(spec) and "widget" in next(i for i in node["inputs"] if i["name"] == name):
+                if is_widget(spec) and "widget" in next(i for i in node["inputs"] if i["name"] == name):
                     k += 1 + _extra_widget_values(spec)
             elif spec[0] == DYNAMIC_COMBO:
-                flat = {n for n, _, _ in _inputs(defn)}
+                flat = {n for n, _, _ in widget_inputs(defn)}
                 k = _dynamic_values(name, spec, values, k, flat, inputs)
-            elif _is_widget(spec):
+            elif is_widget(spec):
                 if k < len(values) and name not in inputs:
                     inputs[name] = values[k]
                 k += 1 + _extra_widget_values(spec)
