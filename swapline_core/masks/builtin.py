@@ -19,7 +19,7 @@ from . import mouth as mouth_mod
 from . import occlusion as occ
 from . import temporal
 
-MAX_SAMPLES = 8000          # skin samples per colour fit
+MAX_SAMPLES = 2000          # skin samples per colour fit (2000 fit 4x faster than 8000, same tones)
 STRONG_SIGMA = 6.5          # skin distance this frame alone decides (the threshold is 4.5)
 
 @dataclass
