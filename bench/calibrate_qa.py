@@ -29,7 +29,6 @@ if str(REPO) not in sys.path:
 
 from bench import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
 from bench.machine import machine_info  # noqa: E402
-from swapline_core.masks.estimate import qa_occluders  # noqa: E402
 from swapline_core.qa import decide, gate  # noqa: E402
 
 JSON_OUT = REPO / "swapline_core" / "qa" / "thresholds.json"
@@ -73,8 +72,7 @@ def measure(analyzer, frames: int) -> tuple[dict, dict]:
     records = {}
     for name, out in cases.items():
         t0 = time.perf_counter()
-        rep = gate.evaluate_frames(analyzer, clip.originals, out, clip.faces, clip.source,
-                                   occluders=qa_occluders)   # as nodes/qa.py runs the gate
+        rep = gate.evaluate_frames(analyzer, clip.originals, out, clip.faces, clip.source)
         records[name] = rep["frames"]
         print(f"  {name}: {time.perf_counter() - t0:.0f} s", flush=True)
     RECORDS.parent.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,12 @@ from collections.abc import Callable
 import cv2
 import numpy as np
 
-from swapline_core.masks.estimate import qa_occluders
-from swapline_core.qa.metrics_image import crop_box, face_regions, lab
+from swapline_core.qa.metrics_image import (
+    _crop_box,
+    estimate_occluder,
+    face_regions,
+    lab,
+)
 from swapline_core.types import Face, SourceIdentity
 
 # case name -> the metric that must catch it ("coverage": the job-level decision)
@@ -42,14 +46,10 @@ class Clip:
 def _full_masks(frame: np.ndarray, lm: np.ndarray) -> dict[str, np.ndarray]:
     """Full-frame float masks of one face: hull, skin, occluder estimate, lips, size."""
     h, w = frame.shape[:2]
-    x0, y0, x1, y1 = crop_box(lm, (h, w))
+    x0, y0, x1, y1 = _crop_box(lm, (h, w))
     crop = frame[y0:y1, x0:x1]
     reg = face_regions(crop.shape[:2], lm - np.array([x0, y0], np.float32))
-    # the occluders the QA node checks (masks.estimate, as nodes/qa.py passes them), in the hull
-    five = np.stack([lm[36:42].mean(0), lm[42:48].mean(0), lm[30], lm[48], lm[54]]).astype(np.float32)
-    face = Face(np.array([*lm.min(0), *lm.max(0)], np.float32), five, 1.0, landmarks=lm.astype(np.float32))
-    full_occ = qa_occluders(0, frame, face)
-    occ = (full_occ[y0:y1, x0:x1] if full_occ is not None else np.zeros(crop.shape[:2], bool)) & reg["hull"]
+    occ = estimate_occluder(lab(crop), reg)
     lips = np.zeros(crop.shape[:2], np.uint8)
     g = max(1, round(0.06 * reg["size"]))
     cv2.fillConvexPoly(lips, cv2.convexHull(np.round(lm[48:60] - [x0, y0]).astype(np.int32)), 1)

@@ -9,7 +9,6 @@ from comfy_api.latest import io, ui
 from typing_extensions import override
 
 from ..swapline_core.backends.manifest import model_manifest
-from ..swapline_core.masks.estimate import qa_occluders
 from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.qa.decide import compact_frames
 from ..swapline_core.qa.plot import plot_report
@@ -106,7 +105,7 @@ class QAGate(io.ComfyNode):
         models = model_manifest(frames.model_files())
         report = core_qa.run_qa(frames.original(), frames, faces, face_model, analyzer, th, hooks,
                                 sample_every=sample_every, models=models,
-                                store_root=model_paths.swapline_cache_dir(), occluders=qa_occluders)
+                                store_root=model_paths.swapline_cache_dir())
         report["policy"] = policy
         try:
             revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail

@@ -251,8 +251,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 flicker = (d_out + FLICKER_EPS) / (d_in + FLICKER_EPS)
             img = {}
             if o.landmarks is not None:
-                # the re-detected original: same frame, with its 68 points
-                occ = occluders(index, originals[k], o) if occluders is not None else None
+                occ = occluders(index, originals[k], t) if occluders is not None else None
                 img = image_metrics(originals[k], swapped[k], o.landmarks, occ)
             expr = expression_values(o.landmarks, s.landmarks if red else None)
             changed = img.get("changed")

@@ -91,7 +91,7 @@ def estimate_occluder(target_lab: np.ndarray, regions: dict) -> np.ndarray:
     return occ.astype(bool)
 
 
-def crop_box(lm: np.ndarray, hw: tuple[int, int], pad: float = 0.6) -> tuple[int, int, int, int]:
+def _crop_box(lm: np.ndarray, hw: tuple[int, int], pad: float = 0.6) -> tuple[int, int, int, int]:
     x0, y0 = lm.min(axis=0)
     x1, y1 = lm.max(axis=0)
     p = pad * max(x1 - x0, y1 - y0)
@@ -111,7 +111,7 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
     """Metrics of one face; ``occluder`` (optional) is a full-frame bool/0..1 mask of the target's
     occluders for this face (the mask stack's); without it :func:`estimate_occluder` is used."""
     lm = np.asarray(target_landmarks, np.float32)
-    x0, y0, x1, y1 = crop_box(lm, original.shape[:2])
+    x0, y0, x1, y1 = _crop_box(lm, original.shape[:2])
     if x1 - x0 < 8 or y1 - y0 < 8:
         return {}
     o, s = original[y0:y1, x0:x1], swapped[y0:y1, x0:x1]
