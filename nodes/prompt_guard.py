@@ -3,9 +3,9 @@
 ComfyUI validates each output node of a prompt on its own and runs the valid ones. A job whose
 sink has an out-of-range crf was accepted, its QA gate (or a preview) ran and reported success,
 and no MP4 was written; the only trace was node_errors in the /prompt answer (issue 18). Before
-validation, this prompt handler checks every Swapline output node's own settings the way core
-would; when one is invalid it narrows the prompt's execution targets to the invalid sinks, so
-core rejects the whole prompt with its usual node_errors and nothing runs.
+validation, this prompt handler checks every Swapline node's own settings the way core would;
+when one is invalid it narrows the prompt's execution targets to the output nodes that are or
+depend on it, so core rejects the whole prompt with its usual node_errors and nothing runs.
 """
 from __future__ import annotations
 
@@ -71,14 +71,14 @@ def node_problems(node: dict, node_cls, classes: dict) -> list[str]:
 
 
 def invalid_sinks(prompt: dict, mapping: dict) -> dict[str, list[str]]:
-    """Swapline output nodes of ``prompt`` whose own settings core would reject."""
+    """Output nodes of ``prompt`` that are, or depend on, a Swapline node whose own settings core
+    would reject: a bad Frames to VIDEO in front of core's Save Video must stop the whole job too,
+    not only a bad Swapline sink."""
     classes = {nid: mapping.get(n.get("class_type")) for nid, n in prompt.items() if isinstance(n, dict)}
     bad = {}
     for nid, node in prompt.items():
         cls = classes.get(nid)
         if cls is None or not str(node.get("class_type", "")).startswith("Swapline"):
-            continue
-        if getattr(cls, "OUTPUT_NODE", False) is not True:
             continue
         try:
             problems = node_problems(node, cls, classes)
@@ -87,7 +87,25 @@ def invalid_sinks(prompt: dict, mapping: dict) -> dict[str, list[str]]:
             continue
         if problems:
             bad[nid] = problems
-    return bad
+    if not bad:
+        return {}
+    users: dict[str, set] = {}
+    for nid, node in prompt.items():
+        for v in (node.get("inputs", {}) if isinstance(node, dict) else {}).values():
+            if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str):
+                users.setdefault(v[0], set()).add(nid)
+    targets: dict[str, list[str]] = {}
+    for nid, problems in bad.items():
+        todo, seen = [nid], set()
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if getattr(classes.get(n), "OUTPUT_NODE", False) is True:
+                targets.setdefault(n, []).extend(problems)
+            todo.extend(users.get(n, ()))
+    return targets
 
 
 def on_prompt(json_data: dict) -> dict:
