@@ -72,7 +72,9 @@ def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):
     msg = err.value.exception_message
     assert err.value.node_type == "SwaplineQAGate"
     assert "QA failed" in msg and "evaluated frames fail" in msg and ".json" in msg, msg
+    # API-visible errors name files relative to ComfyUI's folders (issue 18), never absolute paths
     path = msg.split("Inspect the QA report (")[1].split(")")[0]
-    with open(path) as f:
+    assert not path.startswith("/") and path.startswith("output/"), path
+    with open(comfy.base_dir / path) as f:
         report = json.load(f)
     assert report["decision"] == "fail" and report["policy"] == "fail job"
