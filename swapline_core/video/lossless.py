@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .read import checked_path, open_container
-from .write import _as_fraction, _audio_origin
+from .write import as_fraction, audio_origin
 
 
 def write_lossless(path: str | os.PathLike, frames: Iterable[np.ndarray], fps,
@@ -28,7 +28,7 @@ def write_lossless(path: str | os.PathLike, frames: Iterable[np.ndarray], fps,
     import av
 
     path = Path(path)
-    fps = _as_fraction(fps)
+    fps = as_fraction(fps)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial.nut")
     n = 0
@@ -79,7 +79,7 @@ def read_audio(path: str | os.PathLike, start_frame: int, duration: float) -> tu
     import av
 
     src = checked_path(path)
-    codec, t0 = _audio_origin(src, start_frame, None)
+    codec, t0 = audio_origin(src, start_frame, None)
     if codec is None:
         return None
     with open_container(src) as c:

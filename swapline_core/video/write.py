@@ -21,7 +21,7 @@ AAC_BITRATE = 192_000
 _CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov"}
 
 
-def _as_fraction(fps) -> Fraction:
+def as_fraction(fps) -> Fraction:
     if isinstance(fps, Fraction):
         return fps
     if isinstance(fps, int):
@@ -49,7 +49,7 @@ class VideoWriter:
         fmt = _CONTAINERS.get(self.path.suffix.lower())
         if fmt is None:
             raise ValueError(f"{self.path.name}: output must end in {', '.join(_CONTAINERS)}")
-        self.fps = _as_fraction(fps)
+        self.fps = as_fraction(fps)
         if self.fps <= 0:
             raise ValueError(f"fps must be positive, got {fps}")
         if not 0 <= int(crf) <= 51:
@@ -89,7 +89,7 @@ class VideoWriter:
         src = Path(source)
         if src.is_dir() or src.suffix.lower() in IMAGE_EXTS:
             return False                         # stills and animated images carry no sound
-        codec, t0 = _audio_origin(src, start_frame, start_time)
+        codec, t0 = audio_origin(src, start_frame, start_time)
         if codec is None:
             return False
         cls = _AudioCopy if codec in MP4_COPY_AUDIO else _AudioTranscode
@@ -203,7 +203,7 @@ class VideoWriter:
             self.close()
 
 
-def _audio_origin(src: Path, start_frame: int | None,
+def audio_origin(src: Path, start_frame: int | None,
                   start_time: float | None) -> tuple[str | None, float]:
     """The audio codec of ``src`` and the source-clock time (s) that becomes output time 0."""
     with open_container(checked_path(src)) as c:

@@ -9,7 +9,7 @@ from bench import measurements, run
 
 def _results(**skip) -> dict:
     args = argparse.Namespace(quick=True, skip_rss=skip.get("rss", False), skip_speed=skip.get("speed", False),
-                              skip_tiled_vae=skip.get("tiled_vae", False))
+                              skip_tiled_vae=skip.get("tiled_vae", False), skip_quality=skip.get("quality", True))
     return run.new_results(args)
 
 
