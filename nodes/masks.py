@@ -97,11 +97,11 @@ class MaskOptionsNode(io.ComfyNode):
         files = mask_files()
         name = occlusion.removeprefix(BOTH)
         if name not in (BUILTIN, OFF):
-            ok = model_paths.check_choice("occluder", name, files, model_paths.folders(model_paths.FACEMASK))
+            ok = model_paths.check_choice("occlusion (occluder file)", name, files, model_paths.folders(model_paths.FACEMASK))
             if ok is not True:
                 return ok
         if parser != OFF:
-            ok = model_paths.check_choice("face parser", parser, files, model_paths.folders(model_paths.FACEMASK))
+            ok = model_paths.check_choice("parser (face parser file)", parser, files, model_paths.folders(model_paths.FACEMASK))
             if ok is not True:
                 return ok
         try:
