@@ -33,3 +33,13 @@ def import_pack():
         sys.modules["swapline"] = mod
         spec.loader.exec_module(mod)
     return sys.modules["swapline"]
+
+
+def run_async(coro):
+    """Run a coroutine to completion from a test, even when an earlier test left an event loop
+    running in this thread (Playwright's sync API does): asyncio.run would refuse there."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -5,12 +5,11 @@ inspect.getfullargspec, only those inputs are passed, linked inputs arrive as No
 """
 from __future__ import annotations
 
-import asyncio
 import inspect
 
 import pytest
 
-from devtools.inprocess import import_pack
+from devtools.inprocess import import_pack, run_async
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +20,7 @@ def node_classes():
     from comfy_api.latest import io
 
     ext = importlib.import_module("swapline.nodes").SwaplineExtension()
-    classes = asyncio.run(ext.get_node_list())
+    classes = run_async(ext.get_node_list())
     assert len(classes) > 10
     return io, {c.GET_SCHEMA().node_id: c for c in classes}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.inprocess import import_pack
+from devtools.inprocess import import_pack, run_async
 from devtools.test_media import make_animation, make_video
 
 
@@ -93,7 +93,6 @@ def test_video_takes_the_qa_reports_number(video_nodes, clips):
 def test_memory_is_returned_after_large_frames(video_nodes, tmp_path):
     """bench/memory_after_large_frames.py measured +530..870 MB kept after 4K jobs without the
     release, +70..120 MB with it; the bound sits between the two."""
-    import asyncio
     import gc
     import os
 
@@ -104,7 +103,7 @@ def test_memory_is_returned_after_large_frames(video_nodes, tmp_path):
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
     nodes = importlib.import_module("swapline.nodes")
-    save = {c.__name__: c for c in asyncio.run(nodes.SwaplineExtension().get_node_list())}["SaveVideo"]
+    save = {c.__name__: c for c in run_async(nodes.SwaplineExtension().get_node_list())}["SaveVideo"]
     clip = make_video(tmp_path / "4k.mp4", n=16, w=3840, h=2160, rate=24)
     gc.collect()
     base = rss_mb()
