@@ -14,9 +14,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import BadModelError
-from ..faces.align import warp_crops
-from ..faces.paste import crop_to_patch
 from ..types import Face, SwapPatch
+from .aligned_restore import restore_aligned
 from .onnx_sessions import create_session
 from .swappers.runner import family_mask
 
@@ -75,26 +74,5 @@ class GpenRestorer:
 
     def restore(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]], weight: float = 1.0,
                 batch: int = 4, check_interrupt: Callable[[], None] | None = None) -> list[list[SwapPatch]]:
-        out: list[list[SwapPatch]] = [[] for _ in images]
-        weight = float(np.clip(weight, 0.0, 1.0))
-        if weight == 0.0:
-            return out
-        crops, mats, owners = [], [], []
-        for i, (img, fs) in enumerate(zip(images, faces)):
-            if fs:
-                c, m = warp_crops(img, fs, self.size, self.template)
-                crops.append(c)
-                mats.append(m)
-                owners.extend((i, j) for j in range(len(fs)))
-        if not owners:
-            return out
-        originals = np.concatenate(crops)
-        mats_all = np.concatenate(mats)
-        restored = self.run_crops(originals, batch, check_interrupt)
-        for k, (i, _j) in enumerate(owners):
-            px = restored[k] * weight + originals[k] * (1.0 - weight)
-            patch = crop_to_patch(images[i].shape[:2], px, self.mask, mats_all[k],
-                                  {"restorer": self.name, "weight": round(weight, 4)})
-            if patch is not None:
-                out[i].append(patch)
-        return out
+        """One patch per given face (inside the frame), per image; crops batched across images."""
+        return restore_aligned(self, images, faces, weight, batch, check_interrupt, self.size, self.template)

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from ..errors import BadModelError, MissingModelError
-from ..faces.align import warp_crops
-from ..faces.paste import crop_mask, crop_to_patch
+from ..faces.paste import crop_mask
 from ..types import Face, SwapPatch
+from .aligned_restore import restore_aligned
 
 SIZE = 512
 ACCEPTED = ("GFPGAN", "RestoreFormer", "CodeFormer")
@@ -184,26 +184,4 @@ class FaceRestorer:
     def restore(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]], weight: float = 1.0,
                 batch: int = 4, check_interrupt: Callable[[], None] | None = None) -> list[list[SwapPatch]]:
         """One patch per given face (inside the frame), per image; crops batched across images."""
-        out: list[list[SwapPatch]] = [[] for _ in images]
-        weight = float(np.clip(weight, 0.0, 1.0))
-        if weight == 0.0:  # nothing to blend in; skip the network and the resampling round trip
-            return out
-        crops, mats, owners = [], [], []
-        for i, (img, fs) in enumerate(zip(images, faces)):
-            if fs:
-                c, m = warp_crops(img, fs, SIZE, "ffhq")
-                crops.append(c)
-                mats.append(m)
-                owners.extend((i, j) for j in range(len(fs)))
-        if not owners:
-            return out
-        originals = np.concatenate(crops)
-        mats_all = np.concatenate(mats)
-        restored = self.run_crops(originals, batch, check_interrupt)
-        for k, (i, _j) in enumerate(owners):
-            px = restored[k] if weight == 1.0 else restored[k] * weight + originals[k] * (1.0 - weight)
-            patch = crop_to_patch(images[i].shape[:2], px, self.mask, mats_all[k],
-                                  {"restorer": self.name, "weight": round(weight, 4)})
-            if patch is not None:
-                out[i].append(patch)
-        return out
+        return restore_aligned(self, images, faces, weight, batch, check_interrupt, SIZE, "ffhq")
