@@ -60,6 +60,17 @@ def auto_chunk(width: int, height: int) -> int:
     return int(max(4, min(64, (free * 0.05) // max(per_frame, 1))))
 
 
+def frame_range_inputs(start_tooltip: str) -> list:
+    """start / count / stride / chunk: how Load Video and VIDEO to Frames cut a clip into chunks."""
+    return [
+        io.Int.Input("start", default=0, min=0, max=10_000_000, tooltip=start_tooltip),
+        io.Int.Input("count", default=0, min=0, max=10_000_000, tooltip="Number of frames to use (0 = to the end)."),
+        io.Int.Input("stride", default=1, min=1, max=100, tooltip="Use every n-th frame (the fps is divided accordingly)."),
+        io.Int.Input("chunk", default=16, min=0, max=256,
+                     tooltip="Frames decoded and processed together (0 = choose from free memory). Resume works per chunk."),
+    ]
+
+
 class LoadVideo(io.ComfyNode):
     @classmethod
     @override
@@ -74,11 +85,7 @@ class LoadVideo(io.ComfyNode):
             inputs=[
                 io.Combo.Input("video", options=input_videos(), upload=io.UploadType.video,
                                tooltip="A video/animated image file or an image folder inside ComfyUI's input folder."),
-                io.Int.Input("start", default=0, min=0, max=10_000_000, tooltip="First frame to use (0-based)."),
-                io.Int.Input("count", default=0, min=0, max=10_000_000, tooltip="Number of frames to use (0 = to the end)."),
-                io.Int.Input("stride", default=1, min=1, max=100, tooltip="Use every n-th frame (the fps is divided accordingly)."),
-                io.Int.Input("chunk", default=16, min=0, max=256,
-                             tooltip="Frames decoded and processed together (0 = choose from free memory). Resume works per chunk."),
+                *frame_range_inputs("First frame to use (0-based)."),
             ],
             outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="info")],
         )

@@ -28,7 +28,7 @@ from ..swapline_core.video.store import stage_key
 from . import model_paths
 from .convert import to_arrays
 from .types import CATEGORY, Frames
-from .video import auto_chunk, write_sequence
+from .video import auto_chunk, frame_range_inputs, write_sequence
 
 
 def _cache_file(kind: str, key: str, ext: str) -> str:
@@ -111,12 +111,7 @@ class VideoToFrames(io.ComfyNode):
                         "one IMAGE tensor; an in-memory VIDEO is stored once losslessly in the Swapline cache.",
             inputs=[
                 io.Video.Input("video", tooltip="From core Load Video (or any VIDEO output)."),
-                io.Int.Input("start", default=0, min=0, max=10_000_000,
-                             tooltip="First frame to use (0-based, after core's trim if any)."),
-                io.Int.Input("count", default=0, min=0, max=10_000_000, tooltip="Number of frames to use (0 = to the end)."),
-                io.Int.Input("stride", default=1, min=1, max=100, tooltip="Use every n-th frame (the fps is divided accordingly)."),
-                io.Int.Input("chunk", default=16, min=0, max=256,
-                             tooltip="Frames decoded and processed together (0 = choose from free memory). Resume works per chunk."),
+                *frame_range_inputs("First frame to use (0-based, after core's trim if any)."),
             ],
             outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="info")],
         )
