@@ -65,11 +65,7 @@ def analyzer():
 
 @pytest.fixture(scope="module")
 def source(analyzer):
-    img = np.array(Image.open(SOURCE).convert("RGB"))
-    face = max(analyzer.detect([img])[0], key=lambda f: f.area)
-    analyzer.embed([img], [[face]])
-    analyzer.landmarks68([img], [[face]])
-    return face_model.build([img], [face], analyzer.recognizer_name)
+    return face_model.build_from_images(analyzer, [np.array(Image.open(SOURCE).convert("RGB"))])
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,7 @@ SOURCE = REPO / "assets" / "samples" / "source_face.png"
 @pytest.fixture(scope="module")
 def setup():
     an = BuiltinAnalyzer()
-    img = np.array(Image.open(SOURCE).convert("RGB"))
-    f = max(an.detect([img])[0], key=lambda x: x.area)
-    an.embed([img], [[f]])
-    an.landmarks68([img], [[f]])
-    source = face_model.build([img], [f], an.recognizer_name)
+    source = face_model.build_from_images(an, [np.array(Image.open(SOURCE).convert("RGB"))])
     frame = next(FrameSequence.open(str(CLIP), count=1, chunk=1).iter_chunks())[1][0]
     return an, source, frame
 
