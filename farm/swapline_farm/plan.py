@@ -61,12 +61,14 @@ class ChunkSpec:
         return cls(d["job_id"], int(d["index"]), int(d["start"]), int(d["count"]), int(d["preroll"]))
 
 
-def detect_cuts(clip: str | os.PathLike, min_gap: int = CUT_MIN_GAP) -> list[int]:
-    """Frame indices where a new shot starts, streaming through the clip once (constant memory)."""
+def detect_cuts(clip: str | os.PathLike, min_gap: int = CUT_MIN_GAP, start: int = 0,
+                count: int | None = None) -> list[int]:
+    """Clip indices where a new shot starts within frames [start, start + count), streaming
+    through them once (constant memory)."""
     det = CutDetector(min_gap)
     cuts: list[int] = []
-    for batch in video_read.iter_chunks(clip, 0, None, 1, 32):
-        cuts += det.feed([frame for _, frame in batch])
+    for batch in video_read.iter_chunks(clip, start, count, 1, 32):
+        cuts += [start + c for c in det.feed([frame for _, frame in batch])]
     return cuts
 
 
@@ -99,22 +101,29 @@ def preroll_for(start: int, preroll: int, cuts: Sequence[int]) -> int:
 
 
 def plan_chunks(clip: Path, chunk_frames: int, preroll: int = 8, cut_aligned: bool = True, *,
-                job_id: str = "", cuts: Sequence[int] | None = None,
-                frame_count: int | None = None) -> list[ChunkSpec]:
+                job_id: str = "", cuts: Sequence[int] | None = None, frame_count: int | None = None,
+                start: int = 0, count: int = 0) -> list[ChunkSpec]:
     """The chunks of ``clip`` (see the module docstring for the guarantees).
 
-    ``job_id`` goes into every ChunkSpec (and so into its chunk_id). ``cuts`` skips the cut scan
-    (a caller that already knows them); ``frame_count`` skips the probe. Preroll is always kept
-    off cuts, whether or not boundaries are cut-aligned.
+    ``job_id`` goes into every ChunkSpec (and so into its chunk_id). ``cuts`` (clip indices)
+    skips the cut scan; ``frame_count`` skips the probe. ``start``/``count`` (0 = to the end)
+    plan only that range of the clip, as a job whose video node reads a range (stride 1): the
+    chunks tile the range and no preroll reaches before ``start``, where a single-server run of
+    the range starts cold too. Preroll is always kept off cuts, whether or not boundaries are
+    cut-aligned.
     """
     if int(chunk_frames) < 1:
         raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
     if int(preroll) < 0:
         raise ValueError(f"preroll must be >= 0, got {preroll}")
-    n = int(frame_count) if frame_count is not None else video_read.probe(clip).frame_count
+    total = int(frame_count) if frame_count is not None else video_read.probe(clip).frame_count
+    start = int(start)
+    if not 0 <= start < total:
+        raise ValueError(f"start frame {start} is outside {Path(clip).name} (frames 0..{total - 1})")
+    n = total - start if int(count) <= 0 else min(int(count), total - start)
     if cuts is None:
-        cuts = detect_cuts(clip)
-    cuts = sorted({int(c) for c in cuts if 0 < int(c) < n})
-    bounds = boundaries(n, int(chunk_frames), cuts if cut_aligned else ())
-    return [ChunkSpec(job_id, i, s, e - s, preroll_for(s, int(preroll), cuts))
+        cuts = detect_cuts(clip, start=start, count=n)
+    rel = sorted({int(c) - start for c in cuts if start < int(c) < start + n})    # range-relative
+    bounds = boundaries(n, int(chunk_frames), rel if cut_aligned else ())
+    return [ChunkSpec(job_id, i, start + s, e - s, preroll_for(s, int(preroll), rel))
             for i, (s, e) in enumerate(zip(bounds, bounds[1:]))]

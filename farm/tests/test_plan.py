@@ -101,3 +101,19 @@ def test_preroll_and_ids():
         plan_chunks(KLING, 0)
     with pytest.raises(ValueError, match="preroll"):
         plan_chunks(KLING, 8, preroll=-1)
+
+
+def test_a_frame_range_is_planned_on_its_own(long_clip):
+    """A job reading frames 40..129 (its video node's start/count): chunks tile the range, the
+    cuts inside it are found, and no preroll reaches before 40 (a single run starts cold there)."""
+    chunks = plan_chunks(long_clip, 20, preroll=8, job_id="r", start=40, count=90)
+    assert chunks[0].start == 40 and chunks[0].preroll == 0
+    assert sum(c.count for c in chunks) == 90 and chunks[-1].end == 130
+    assert 56 in [c.start for c in chunks] and 101 in [c.start for c in chunks]
+    assert all(c.first >= 40 for c in chunks)
+    check_tiling([ChunkSpec(c.job_id, c.index, c.start - 40, c.count, c.preroll) for c in chunks], 90,
+                 [56 - 40, 101 - 40])
+    assert detect_cuts(long_clip, start=40, count=90) == [56, 101]
+    assert [c.count for c in plan_chunks(long_clip, 100, job_id="r", start=150, cuts=[])] == [7]
+    with pytest.raises(ValueError, match="outside"):
+        plan_chunks(long_clip, 8, start=157, cuts=[])
