@@ -34,6 +34,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import swapline_core
 from swapline_core.provenance.hashing import sha256_file
 from swapline_core.video.probe import FOLDER_EXTS, natural_key
 
@@ -47,7 +48,8 @@ OUTPUT_NODES = ("SwaplineC2PASink", "SwaplineSaveVideo", "SaveVideo")
 JOB_FIELDS = ("clip", "faces", "face", "workflow", "inputs", "settings", "priority", "webhook",
               "destination", "idempotency_key")
 DEFAULT_FIELDS = tuple(f for f in JOB_FIELDS if f not in ("clip", "idempotency_key"))
-SHIPPED_WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows" / "api"
+# Beside the core the farm imports (the repository root), wherever the farm itself is installed.
+SHIPPED_WORKFLOWS = Path(swapline_core.__file__).resolve().parents[1] / "workflows" / "api"
 _ID_VERSION = b"swapline-farm.job.v1"
 _ID_HEX = 32                                   # 128 bits: collision-free for any studio's lifetime
 
