@@ -48,6 +48,7 @@ QA_FLAGS = ("sample_every", "require_redetection", "allow_no_face")
 QA_LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_ratio", "max_mouth_delta",
              "min_expression_corr", "max_occluder_overwrite", "max_colour_cast", "max_seam_ratio", "max_bleed",
              "max_offface", "min_coverage")
+QA_OPTIONS = frozenset({"enabled", "fail_job", "track", "limits", "reference", *QA_FLAGS})
 BUILTIN_PACK = "builtin"
 _job_locks: dict[str, threading.Lock] = {}
 _guard = threading.Lock()
@@ -81,6 +82,9 @@ def qa_options(job: JobSpec, wf: dict, given: dict | None) -> dict:
         if analyzers and all(str(p).startswith(BUILTIN_PACK) for p in analyzers):
             # Same recognizer as the workflow's gate: its limits mean the same here (-1 = default).
             opts["limits"] = {k: g[k] for k in QA_LIMITS if isinstance(g.get(k), (int, float)) and g[k] != -1}
+    unknown = sorted(set(given or {}) - QA_OPTIONS)
+    if unknown:
+        raise ValueError(f"qa: unknown option {unknown[0]!r}; options are {', '.join(sorted(QA_OPTIONS))}")
     for k, v in (given or {}).items():
         if k == "track":
             opts["track"].update(v)

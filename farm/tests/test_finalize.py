@@ -134,6 +134,8 @@ def test_qa_options_follow_the_workflow(setup):
     assert opts["track"]["mode"] == "identity" and opts["track"]["max_faces"] == 1
     assert opts["sample_every"] == 3 and opts["limits"] == {"min_identity": 0.5}
     assert opts["require_redetection"] is True and opts["allow_no_face"] is False
+    with pytest.raises(ValueError, match="unknown option 'sample_evry'"):
+        qa_options(job, job.load_workflow(), {"sample_evry": 2})
 
 
 def test_bad_signing_config_fails_before_qa(setup, tmp_path):
