@@ -112,9 +112,10 @@ def exposition() -> bytes:
     return pack_metrics().exposition()
 
 
-def _safely(fn, *args) -> None:
+def _safely(record) -> None:
+    """Run ``record()`` (arguments are evaluated inside it, so an odd input cannot raise here either)."""
     try:
-        fn(*args)
+        record()
     except Exception as exc:  # noqa: BLE001 - observability must never fail the job it observes
         log.warning("[Swapline] metrics not recorded: %s: %s", type(exc).__name__, exc)
 
@@ -136,12 +137,14 @@ def observe_stage(name: str | None = None):
                 result = fn(seq, *args, **kwargs)
             except Exception as exc:
                 stage = name or kwargs.get("stage") or (args[1] if len(args) > 1 else fn.__name__)
-                _safely(pack_metrics().record_error, str(stage), exc)
+                _safely(lambda e=exc: pack_metrics().record_error(str(stage), e))
                 raise
             rep = _report_in(result)
             if rep is not None:
-                _safely(pack_metrics().record_stage, name or rep.stage, time.perf_counter() - t0, int(seq.count),
-                        int(rep.chunks_total), int(rep.chunks_resumed), dict(rep.seconds))
+                seconds = time.perf_counter() - t0
+                _safely(lambda: pack_metrics().record_stage(name or rep.stage, seconds, int(seq.count),
+                                                            int(rep.chunks_total), int(rep.chunks_resumed),
+                                                            dict(rep.seconds)))
             return result
         return wrapper
     return decorate
@@ -156,11 +159,11 @@ def observe_qa(fn):
         try:
             rep = fn(seq_original, seq_swapped, *args, **kwargs)
         except Exception as exc:
-            _safely(pack_metrics().record_error, "qa", exc)
+            _safely(lambda e=exc: pack_metrics().record_error("qa", e))
             raise
-        m = pack_metrics()
-        _safely(m.record_stage, "qa", time.perf_counter() - t0, int(seq_swapped.count), int(seq_swapped.n_chunks),
-                int(rep.get("chunks_resumed", 0)), rep.get("seconds"))
-        _safely(m.record_qa, rep)
+        seconds = time.perf_counter() - t0
+        _safely(lambda: pack_metrics().record_stage("qa", seconds, int(seq_swapped.count), int(seq_swapped.n_chunks),
+                                                    int(rep.get("chunks_resumed", 0)), rep.get("seconds")))
+        _safely(lambda: pack_metrics().record_qa(rep))
         return rep
     return wrapper

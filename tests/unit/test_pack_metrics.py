@@ -95,3 +95,15 @@ def test_the_registry_is_the_packs_own():
 
     assert metrics.pack_metrics().registry is not REGISTRY
     assert "swapline_stage_runs" not in {m.name for m in REGISTRY.collect()}
+
+
+def test_recording_never_breaks_the_stage(caplog):
+    """An input the metrics cannot read (no frame count) is logged, and the stage's result returned."""
+    report = stages.StageReport("odd", "k", chunks_total=1)
+
+    @metrics.observe_stage()
+    def odd_stage(seq, faces, stage):
+        return "result", report
+
+    assert odd_stage(object(), None, "odd") == ("result", report)
+    assert "metrics not recorded" in caplog.text
