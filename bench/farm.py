@@ -180,6 +180,9 @@ def run(jobs: int = 4, frames: int = 48, chunk_frames: int = 16, workers=(1, 2),
     cpus = os.cpu_count() or 1
     started_ray = not ray.is_initialized()
     if started_ray:
+        # Ray's worker processes (the ComfyWorker actors) import swapline_farm and the core too
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO / "farm"), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
         ray.init(num_cpus=max(cpus, max(workers)), include_dashboard=False, log_to_driver=False)
     res = {"cpu_count": cpus, "cpu_count_physical": psutil.cpu_count(logical=False), "jobs": jobs,
            "frames_per_job": frames, "chunk_frames": chunk_frames, "workflow": str(WORKFLOW.relative_to(REPO)),
