@@ -24,7 +24,10 @@ def stamp() -> dict:
 
 def _command() -> str:
     prog = sys.argv[0] if sys.argv else ""
-    return "python -m bench.tiled_vae" if prog.endswith("tiled_vae.py") else "scripts/bench.sh"
+    for module in ("tiled_vae", "farm"):
+        if prog.endswith(f"{module}.py"):
+            return f"python -m bench.{module}"
+    return "scripts/bench.sh"
 
 
 def _header(title: str, what: str, run: dict, machine: dict) -> list[str]:
@@ -91,6 +94,11 @@ def write(results: dict) -> list[str]:
     if results.get("quality"):
         (DOCS / "quality.md").write_text(quality_doc(results["quality"], results["machine"], run))
         written.append("docs/measurements/quality.md")
+    if results.get("farm"):
+        from .farm import doc as farm_doc
+
+        (DOCS / "farm.md").write_text(farm_doc(results["farm"], results["machine"], run))
+        written.append("docs/measurements/farm.md")
     s = results.get("settings", {})
     if not (s.get("skip_speed") and s.get("skip_rss")):
         (DOCS / "bench.md").write_text(bench_doc(results, run))
@@ -105,3 +113,12 @@ def write_tiled_vae(tv: dict) -> str:
     DOCS.mkdir(parents=True, exist_ok=True)
     (DOCS / "tiled_vae.md").write_text(tiled_vae_doc(tv, machine_info(), stamp()))
     return "docs/measurements/tiled_vae.md"
+
+
+def write_farm(farm: dict, machine: dict) -> str:
+    """bench.farm run alone: its own stamp."""
+    from .farm import doc as farm_doc
+
+    DOCS.mkdir(parents=True, exist_ok=True)
+    (DOCS / "farm.md").write_text(farm_doc(farm, machine, stamp()))
+    return "docs/measurements/farm.md"

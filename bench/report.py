@@ -33,7 +33,13 @@ def headline(results: dict) -> list[str]:
         ["peak RSS MB (short / long)",
          f"{_f(v['peak_rss_mb']['short'], 0)} / {_f(v['peak_rss_mb']['long'], 0)}", "", ""],
         ["non-inference share, ours (built-in, 300 frames)", _f(v["non_inference_share"], 3), "", ""],
-    ] + tiled_vae_rows(results.get("tiled_vae")))
+    ] + tiled_vae_rows(results.get("tiled_vae")) + _farm_rows(results.get("farm")))
+
+
+def _farm_rows(f: dict | None) -> list[list]:
+    from .farm import rows
+
+    return rows(f)
 
 
 def tiled_vae_rows(tv: dict | None) -> list[list]:
@@ -141,6 +147,9 @@ def markdown(results: dict) -> str:
               "SD1.5-architecture VAE with random weights, CPU float32, one frame; each method in a fresh "
               "child process; peak = the process high-water mark during the call.", ""]
     lines += tiled_vae_table(results.get("tiled_vae")) + [""]
+    from .farm import table as farm_table
+
+    lines += ["## Farm: 1 vs 2 local ComfyUI workers (bench/farm.py)", ""] + farm_table(results.get("farm")) + [""]
     lines += ["## Swap quality on known-truth cases (bench/quality)", ""] + quality_md(results.get("quality")) + [""]
     if results["errors"]:
         lines += ["## Errors", ""]
@@ -162,6 +171,10 @@ def summary(results: dict) -> str:
         parts.insert(3, f"tiled_vae: psnr_vs_full_db={_f(tv.get('psnr_vs_full_db'), 1)} "
                         f"peak_mem_ratio_vs_full={_f(tv.get('peak_mem_ratio_vs_full'), 3)} "
                         f"time_ratio_vs_core_tiled={_f(tv.get('time_ratio_vs_core_tiled'), 3)}")
+    fm = results.get("farm")
+    if fm:
+        parts.insert(-1, f"farm: speedup_2_vs_1={_f(fm.get('speedup_2_vs_1'), 2)} ({fm['cpu_count']} CPUs) "
+                         f"overhead_share={_f(fm.get('overhead_share'), 3)}")
     if results["errors"]:
         parts.append(f"errors in: {', '.join(results['errors'])}")
     return "[bench] " + "\n[bench] ".join(parts)

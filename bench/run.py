@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bench.run [--quick] [--skip-rss] [--skip-speed] [--skip-tiled-vae]``.
+"""Entry point: ``python -m bench.run [--quick] [--skip-rss] [--skip-speed] [--skip-tiled-vae] [--skip-farm]``.
 
 Writes out/bench/results.json and out/bench/results.md (see bench/README.md). Results are
 rewritten after every step, so an interrupted run keeps what it measured (marked incomplete).
@@ -38,6 +38,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help="skip the swap-quality section (known-truth occluder, speech, small-face and cut cases)")
     ap.add_argument("--skip-tiled-vae", action="store_true",
                     help="skip the 1920x1080 tiled VAE encode comparison (ours vs core VAEEncode / VAEEncodeTiled)")
+    ap.add_argument("--skip-farm", action="store_true",
+                    help="skip the farm section (same batch through swapline-farm with 1 vs 2 local ComfyUI workers)")
     return ap.parse_args(argv)
 
 
@@ -47,6 +49,7 @@ def new_results(args) -> dict:
         "run": measurements.stamp(),
         "settings": {"quick": args.quick, "skip_rss": args.skip_rss, "skip_speed": args.skip_speed,
                      "skip_tiled_vae": args.skip_tiled_vae, "skip_quality": args.skip_quality,
+                     "skip_farm": getattr(args, "skip_farm", False),
                      "encode": ENCODE, "detect_every": 8, "chunk": 16,
                      "clips": {"sample48": str(SAMPLE_CLIP.relative_to(REPO)),
                                "gen300": f"{SHORT_FRAMES} frames 1280x720 generated from the sample",
@@ -58,6 +61,7 @@ def new_results(args) -> dict:
                   "speed_runs": {}, "server_runs": {}},
         "tiled_vae": None,
         "quality": None,
+        "farm": None,
         "targets": dict(TARGETS),
         "met": {"speedup_vs_naive": None, "peak_rss_ratio_long_vs_short": None, "tiled_vae": None},
         "errors": {},
@@ -160,6 +164,18 @@ def run_quality(results: dict, save) -> None:
     save()
 
 
+def run_farm(results: dict, save) -> None:
+    """swapline-farm: throughput with 1 vs 2 local workers, coordinator overhead (bench/farm.py)."""
+    from . import farm
+
+    try:
+        results["farm"] = farm.run(log=log)
+        results["met"]["farm"] = results["farm"]["met"]
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["farm"] = _error(exc)
+    save()
+
+
 def _error(exc: BaseException) -> str:
     log(f"ERROR: {type(exc).__name__}: {exc}")
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-4000:] + \
@@ -191,6 +207,8 @@ def main(argv=None) -> int:
         run_quality(results, save)
     if not args.skip_tiled_vae:
         run_tiled_vae(results, save)
+    if not args.skip_farm:
+        run_farm(results, save)
     results["complete"] = True
     save()
     shutil.rmtree(WORK, ignore_errors=True)

@@ -11,7 +11,7 @@ import logging
 from comfy_api.latest import ComfyExtension, io
 from typing_extensions import override
 
-from . import model_paths, prompt_guard, validation
+from . import metrics_route, model_paths, prompt_guard, validation
 
 log = logging.getLogger("swapline")
 
@@ -31,16 +31,25 @@ MODULES = {
 }
 
 
+def register_metrics_route() -> None:
+    try:
+        metrics_route.register()  # GET /swapline/metrics; a no-op outside a running server
+    except Exception as exc:  # noqa: BLE001 - observability must not take the nodes down
+        log.error("[Swapline] %s route not added: %s: %s", metrics_route.ROUTE, type(exc).__name__, exc)
+
+
 class SwaplineExtension(ComfyExtension):
     @override
     async def on_load(self) -> None:
         model_paths.register()
         prompt_guard.register()  # a sink with invalid settings rejects the whole prompt
+        register_metrics_route()
 
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         model_paths.register()
         prompt_guard.register()  # here too: ComfyUI 0.3.75 never calls on_load
+        register_metrics_route()
         nodes: list[type[io.ComfyNode]] = []
         for module, names in MODULES.items():
             try:

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks (not tests): speed of our streaming video path vs a naive per-frame baseline, and
 # peak memory of a real ComfyUI server on a long vs a short clip, and the tiled VAE encode
-# against core VAEEncode / VAEEncodeTiled at 1920x1080. Sets everything up first if
+# against core VAEEncode / VAEEncodeTiled at 1920x1080, and (section `farm`) the same batch through
+# swapline-farm with 1 vs 2 local ComfyUI workers. Sets everything up first if
 # needed. Results: out/bench/results.json and out/bench/results.md (see bench/README.md).
 #   scripts/bench.sh            full run (includes a 3000-frame 1280x720 clip through ComfyUI)
 #   scripts/bench.sh --quick    smoke check: everything except the 3000-frame run
-#   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae
+#   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae / --skip-farm
+#   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import SwaplineError
 from ..faces.tracking import iou
+from ..metrics import observe_qa
 from ..types import Face, FaceSet, SourceIdentity
 from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
 from .decide import (  # noqa: F401
@@ -311,6 +312,7 @@ def evaluate_frames(analyzer, originals: Sequence[np.ndarray], swapped: Sequence
     return acc.report(th, skipped=skipped)
 
 
+@observe_qa
 def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, analyzer,
            thresholds: QAThresholds | None = None, hooks=None, sample_every: int = 1,
            models: list[dict] | None = None, store_root: str | None = None,

@@ -19,6 +19,7 @@ from ..backends.cache import loaded_model_files
 from ..faces.paste import apply_patches
 from ..faces.tracking import FaceTracker
 from ..guards import reason_category
+from ..metrics import observe_stage
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
 from .cuts import CutDetector
@@ -91,6 +92,7 @@ def _frames_from(seq: FrameSequence, first: int, stop: int) -> list[np.ndarray]:
     return out
 
 
+@observe_stage("track")
 def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, mode: str = "identity",
                 reference: np.ndarray | None = None, threshold: float = 0.35, max_faces: int = 1,
                 detect_every: int = 8, max_missing: int = 12, smoothing: float = 0.5,
@@ -158,6 +160,7 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
 
 
 
+@observe_stage()  # swap, restore, refine: the stage is its `stage` argument
 def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: dict, store_root: str,
                  hooks: Hooks, compute, on_records=None) -> tuple[ChunkStore, StageReport]:
     """The loop shared by stages that paste patches: resume, decode, compute, store the layer.

@@ -46,3 +46,36 @@ def test_sections_that_did_not_run_leave_their_page(tmp_path, monkeypatch):
     res["tiled_vae"] = _tiled_vae()
     assert measurements.write(res) == ["docs/measurements/tiled_vae.md"]
     assert (tmp_path / "bench.md").read_text() == "kept"
+
+
+def _farm() -> dict:
+    run1 = {"workers": 1, "startup_s": 9.1, "wall_s": 80.0, "frames": 192, "frames_per_second": 2.4, "chunks": 12,
+            "chunks_per_worker": {"w0": 12}, "chunk_seconds_median": 5.5, "overhead_per_chunk_s_median": 0.06,
+            "overhead_per_chunk_s_max": 0.2, "worker_seconds": 66.0}
+    run2 = {**run1, "workers": 2, "wall_s": 46.0, "frames_per_second": 4.174, "chunks_per_worker": {"w0": 6, "w1": 6},
+            "overhead_per_chunk_s_median": 0.08}
+    return {"cpu_count": 8, "cpu_count_physical": 4, "jobs": 4, "frames_per_job": 48, "chunk_frames": 16,
+            "workflow": "workflows/api/video_swap_builtin.json", "runs": {"1": run1, "2": run2},
+            "speedup_2_vs_1": 1.739, "overhead_per_chunk_s": 0.07, "overhead_share": 0.0127,
+            "targets": {"speedup_2_vs_1": 1.7, "overhead_share": 0.05},
+            "met": {"speedup_2_vs_1": True, "overhead_share": True},
+            "load_average_at_start": [1.0, 1.0, 1.0], "load_average_at_end": [2.0, 1.5, 1.0]}
+
+
+def test_farm_section_writes_its_page_and_report_rows(tmp_path, monkeypatch):
+    from bench import report
+
+    monkeypatch.setattr(measurements, "DOCS", tmp_path)
+    res = _results(speed=True, rss=True, tiled_vae=True)
+    res["farm"] = _farm()
+    res["run"] = {"command": "scripts/bench.sh --skip-speed --skip-rss", "date": "2026-11-30 20:00 UTC"}
+    assert measurements.write(res) == ["docs/measurements/farm.md"]
+    page = (tmp_path / "farm.md").read_text()
+    for text in ("farm.speedup_2_vs_1 (8 CPUs)", "1.74x", "0.013", "| 2 | 46.0 | 192 | 4.174 |",
+                 "2026-11-30 20:00 UTC"):
+        assert text in page, text
+    md = report.markdown(res)
+    assert "farm.speedup_2_vs_1" in md and "| 1 | 80.0 |" in md
+    assert "farm: speedup_2_vs_1=1.74" in report.summary(res)
+    few = {**_farm(), "cpu_count": 2, "met": {"speedup_2_vs_1": None, "overhead_share": True}}
+    assert "not judged: 2 CPUs" in "\n".join(report.headline({**res, "farm": few}))
