@@ -99,9 +99,10 @@ def _free_port() -> int:
 
 
 def test_s3_emulator(tmp_path):
-    """Optional: moto's S3 server + s3fs; skipped where they are not installed."""
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
+    """S3 through s3fs against moto's S3 server (both installed by scripts/setup.sh with the farm's
+    test extras, so a missing one fails here rather than skipping)."""
+    import moto.server as moto_server
+    import s3fs  # noqa: F401
     port = _free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
