@@ -4,9 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 import c2pa  # noqa: F401  (a hard requirement: missing c2pa fails, never skips)
+import pytest
 from swapline_farm.finalize import FinalizeError, finalize_job, qa_options  # noqa: E402
 from swapline_farm.jobs import load_manifest  # noqa: E402
 from swapline_farm.stitch import stitch  # noqa: E402
