@@ -113,10 +113,25 @@ KNOWN_MODELS = (
 )
 
 
+# ComfyUI's own model folders, for the files the refine workflows name (scripts/make_workflows.py
+# REFINE_MODELS): only so provenance can state their licences. Not Swapline downloads, so neither
+# install.py nor the README's table lists them. Licences as their model cards publish them.
+DIFFUSION_MODELS = (
+    KnownModel("checkpoints", "v1-5-pruned-emaonly-fp16.safetensors", "Stable Diffusion 1.5 checkpoint",
+               "CreativeML OpenRAIL-M", "huggingface.co/Comfy-Org/stable-diffusion-v1-5-archive",
+               vendor="Runway / Stability AI", commercial="yes"),
+    KnownModel("vae", "vae-ft-mse-840000-ema-pruned.safetensors", "SD 1.x VAE (ft-MSE)", "MIT",
+               "huggingface.co/stabilityai/sd-vae-ft-mse-original", vendor="Stability AI", commercial="yes"),
+    KnownModel("controlnet", "control_v11p_sd15_openpose_fp16.safetensors", "ControlNet 1.1 OpenPose (SD 1.5)",
+               "CreativeML OpenRAIL-M", "huggingface.co/comfyanonymous/ControlNet-v1-1_fp16_safetensors",
+               vendor="lllyasviel", commercial="yes"),
+)
+
+
 def known(filename: str) -> KnownModel | None:
     """The catalog entry for a file name (any folder), or None."""
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    for m in KNOWN_MODELS:
+    for m in KNOWN_MODELS + DIFFUSION_MODELS:
         if m.filename == base:
             return m
     return None
