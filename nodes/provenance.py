@@ -148,7 +148,8 @@ class C2PASink(io.ComfyNode):
                 results.append({"file": os.path.join(subfolder, file), "subfolder": subfolder, "filename": file,
                                 "signed": res.signed, "state": res.validation_state, "signer_kind": res.signer_kind,
                                 "signer_fingerprint": res.signer_fingerprint, "error": res.error,
-                                "output_sha256": res.output_sha256, "audit_log": os.path.basename(audit), **summary})
+                                "output_sha256": res.output_sha256, "audit_log": os.path.basename(audit),
+                                "method": method.summary(stages), **summary})
         # after every output is written and logged: the reason reaches the user as the job's error
         sign_policy.raise_if_failed(signed, on_signing_failure, require_trusted_signer)
         status = ("failed" if not all(r["signed"] for r in results) else

@@ -1,10 +1,12 @@
 """Content Credentials (C2PA) for Swapline outputs: sign, read back, and sign-then-verify safely.
 
 A face swap is declared the way C2PA describes one: the target media is the ``parentOf``
-ingredient opened by ``c2pa.opened``; ``c2pa.edited`` carries the digital source type
-``compositeWithTrainedAlgorithmicMedia`` and names the source face (a ``componentOf``
-ingredient). Swapline's own ``swapline.qa`` assertion records the QA summary, the models used
-(with hashes), the user's attestation and whether the signer is a development one.
+ingredient opened by ``c2pa.opened``; then one ``c2pa.edited`` per stage that made pixels, each
+with the digitalSourceType its method calls for (provenance.method: the classical warp is
+``compositeSynthetic``, trained models ``compositeWithTrainedAlgorithmicMedia``); the swap's
+action names the source face (a ``componentOf`` ingredient). Swapline's own ``swapline.qa``
+assertion records the QA summary, every stage with its models (file, sha256, licence), the
+user's attestation, the face model's consent record and whether the signer is a development one.
 
 c2pa-python 0.38 API used here (found by reading the installed package): ``C2paSignerInfo(alg,
 chain_pem, key_pem, ta_url)`` -> ``Signer.from_info``; ``Builder(definition, context=Context)``,
