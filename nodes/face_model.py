@@ -30,15 +30,36 @@ class BuildFaceModel(io.ComfyNode):
                 Analyzer.Input("analyzer", tooltip="The analyzer whose recognizer defines the identity space."),
                 io.Combo.Input("reduce", options=["mean", "median"], default="mean",
                                tooltip="How per-image embeddings are combined (median resists an odd photo out)."),
+                *consent_inputs(),
             ],
             outputs=[FaceModel.Output(display_name="face_model")],
         )
 
     @classmethod
     @override
-    def execute(cls, images, analyzer, reduce) -> io.NodeOutput:
+    def execute(cls, images, analyzer, reduce, consent_given_by="", consent_date="", consent_scope="",
+                consent_document_sha256="") -> io.NodeOutput:
         fm = core_fm.build_from_images(analyzer, to_arrays(images), reduce)
+        if consent_given_by.strip() or consent_scope.strip() or consent_document_sha256.strip():
+            fm = core_fm.with_consent(fm, core_fm.make_consent(fm, consent_given_by, consent_date, consent_scope,
+                                                               consent_document_sha256))
         return io.NodeOutput(fm, ui=ui.PreviewText(json.dumps({"recognizer": fm.recognizer, **fm.metadata})))
+
+
+def consent_inputs() -> list:
+    """Optional consent attestation widgets; leaving 'consent_given_by' empty records none."""
+    return [
+        io.String.Input("consent_given_by", default="", optional=True,
+                        tooltip="Consent: who consented to this face being used (the source person or their "
+                                "representative). Empty: no consent is recorded."),
+        io.String.Input("consent_date", default="", optional=True,
+                        tooltip="Consent: when it was given (YYYY-MM-DD)."),
+        io.String.Input("consent_scope", default="", optional=True,
+                        tooltip="Consent: what it covers (project, media, territory, end date)."),
+        io.String.Input("consent_document_sha256", default="", optional=True,
+                        tooltip="Consent: optional SHA-256 (64 hex digits) of the signed consent document, "
+                                "so the manifest points at exactly that document."),
+    ]
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9_\-. ]+$")
@@ -53,19 +74,24 @@ class SaveFaceModel(io.ComfyNode):
             display_name="Save Face Model (Swapline)",
             category=f"{CATEGORY}/face model",
             description="Saves a face model as .safetensors (embedding, source image and hashes, recognizer "
-                        "name) under models/swapline/faces.",
+                        "name, and any consent attestation) under models/swapline/faces.",
             inputs=[FaceModel.Input("face_model", tooltip="The face model to save."),
                     io.String.Input("name", default="my_face", tooltip="File name without extension (letters, digits, "
-                                                                       "- _ . and spaces).")],
+                                                                       "- _ . and spaces)."),
+                    *consent_inputs()],
             outputs=[],
             is_output_node=True,
         )
 
     @classmethod
     @override
-    def execute(cls, face_model, name) -> io.NodeOutput:
+    def execute(cls, face_model, name, consent_given_by="", consent_date="", consent_scope="",
+                consent_document_sha256="") -> io.NodeOutput:
         if not _SAFE.match(name) or name.startswith("."):
             raise ValueError(f"face model name '{name}' may use letters, digits, '-', '_', '.' and spaces only")
+        if consent_given_by.strip() or consent_scope.strip() or consent_document_sha256.strip():
+            face_model = core_fm.with_consent(face_model, core_fm.make_consent(
+                face_model, consent_given_by, consent_date, consent_scope, consent_document_sha256))
         folder = model_paths.folders(model_paths.FACE_MODELS)[0]
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"{name}.safetensors")

@@ -15,12 +15,15 @@ import comfy.samplers
 from comfy_api.latest import io
 from typing_extensions import override
 
+from ..swapline_core.backends.cache import file_sha256
 from ..swapline_core.diffusion import hints as face_hint
+from ..swapline_core.diffusion import model_origin
 from ..swapline_core.diffusion import refine as face_refine
 from ..swapline_core.diffusion.control_schedule import BlockSchedule
 from ..swapline_core.diffusion.fingerprint import fingerprint_conditioning, fingerprint_model, fingerprint_module
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.align import CROP_SIZES
+from ..swapline_core.provenance.method import StageRecord
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.frames import Layer
 from ..swapline_core.video.store import faces_key, model_stamp, stage_key
@@ -83,6 +86,8 @@ class RefineFrames(io.ComfyNode):
                                        "tracked faces have none (the built-in analyzer or a pack with 1k3d68.onnx)."),
             ],
             outputs=[Frames.Output(display_name="frames"), io.String.Output(display_name="report")],
+            # the prompt shows which loader each model came from: provenance names those files
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
         )
 
     @classmethod
@@ -131,10 +136,29 @@ class RefineFrames(io.ComfyNode):
         except face_hint.HintError as exc:
             raise SwaplineError(str(exc)) from exc
         report.extra["faces_refined"] = refined[0]
-        out = frames.with_layer(Layer("refine", str(store.dir.parent), key))
+        models = cls._model_files(use_control)
+        record = StageRecord("refine", "diffusion refine (Stable Diffusion img2img at low denoise"
+                             + (", face ControlNet)" if use_control else ", no ControlNet)"), "trained", models,
+                             (("sampler", sampler_name), ("scheduler", scheduler), ("steps", steps),
+                              ("denoise", round(denoise, 4)), ("seed", seed)))
+        out = frames.with_layer(Layer("refine", str(store.dir.parent), key, models, (record,)))
         text = (f"refined {refined[0]} face crop(s) in {report.chunks_total - report.chunks_resumed} chunk(s); "
                 f"{report.chunks_resumed} chunk(s) resumed from the cache")
         return io.NodeOutput(out, text, ui={"text": [text]})
+
+    @classmethod
+    def _model_files(cls, use_control: bool) -> tuple:
+        """(role, path, sha256) of the checkpoint, VAE and ControlNet, from the loaders in the prompt.
+
+        Hashed now, while this job runs on them (cache.file_sha256 hashes a file once per size and
+        mtime); a file the prompt does not lead to is named "unknown file (...)", not left out."""
+        import folder_paths
+
+        prompt, me = cls.hidden.prompt if cls.hidden else None, cls.hidden.unique_id if cls.hidden else None
+        files = []
+        for name in ("model", "vae") + (("control_net",) if use_control else ()):
+            files += model_origin.trace(prompt or {}, str(me), name, name, folder_paths.get_full_path, file_sha256)
+        return tuple(files)
 
     @staticmethod
     def _sample(jobs, model, positive, negative, vae, seed, steps, cfg, sampler_name, scheduler, denoise,

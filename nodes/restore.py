@@ -6,13 +6,14 @@ import json
 from comfy_api.latest import io
 from typing_extensions import override
 
-from ..swapline_core.backends.cache import cached
+from ..swapline_core.backends.cache import cached, loaded_model_files
 from ..swapline_core.backends.restorers import load_restorer
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import apply_patches, union_mask
+from ..swapline_core.provenance.method import restore_record
 from ..swapline_core.types import FaceSet
 from ..swapline_core.video import stages as pipeline
-from . import model_paths
+from . import image_provenance, model_paths
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Faces, Frames, Restorer
 
@@ -160,7 +161,10 @@ class RestoreFaces(io.ComfyNode):
                 out.append(apply_patches(frame, ps) if ps else frame)
                 masks.append(union_mask(frame.shape[:2], ps))
             pbar.update(len(chunk))
-        return io.NodeOutput(to_image(out), to_mask(masks))
+        result = to_image(out)
+        models = tuple(loaded_model_files(restorer))
+        image_provenance.extend(images, result, (restore_record(restorer, models),))
+        return io.NodeOutput(result, to_mask(masks))
 
 
 class RestoreFrames(io.ComfyNode):

@@ -16,7 +16,8 @@ from ..swapline_core.masks import MaskOptions as CoreMaskOptions
 from ..swapline_core.masks.preview import draw_stack
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
 from ..swapline_core.types import FaceSet
-from . import model_paths
+from ..swapline_core.video.stages import swap_stage_records
+from . import image_provenance, model_paths
 from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, FaceModel, Faces, MaskOptions, Swapper
 
@@ -214,7 +215,9 @@ class SwapFaces(io.ComfyNode):
             records += res.records
             pbar.update(len(res.frames))
         report = json.dumps([{"frame": i, "status": _frame_status(r), "faces": r} for i, r in enumerate(records)])
-        return io.NodeOutput(to_image(out), to_mask(masks), report, to_image(previews))
+        result = to_image(out)
+        image_provenance.extend(images, result, swap_stage_records(swapper, faces.analyzer, opts))
+        return io.NodeOutput(result, to_mask(masks), report, to_image(previews))
 
 
 def _frame_status(records: list[dict]) -> str:

@@ -15,7 +15,7 @@ from ..swapline_core.swap.chunk import SwapOptions
 from ..swapline_core.video import read as video_read
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.frames import FrameSequence
-from . import model_paths
+from . import image_provenance, model_paths
 from .convert import check_interrupt, preview_ui, progress, to_image
 from .swap import guard_inputs, guard_options
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, MaskOptions, Swapper
@@ -392,7 +392,7 @@ class ImageToFrames(io.ComfyNode):
         if reference is not None:
             try:
                 out = pipeline.overlay_images(reference, arrays, model_paths.swapline_cache_dir(),
-                                              _hooks(reference.count))
+                                              _hooks(reference.count), image_provenance.lookup(images) or ())
             except ValueError as exc:
                 raise SwaplineError(str(exc)) from exc
             return io.NodeOutput(out)

@@ -19,7 +19,19 @@ EXTRA = {
         "Paths are relative to the config file. The leaf certificate must be issued by a CA (not "
         "self-signed) and carry AuthorityKeyIdentifier, keyUsage digitalSignature and EKU "
         "emailProtection. Without a config a local development certificate is generated in "
-        "`user/swapline/dev-signer/` and the output says so. Keys are never logged or embedded.\n"),
+        "`user/swapline/dev-signer/` and the output says so. Keys are never logged or embedded.\n\n"
+        "## When signing fails\n\n"
+        "A bad or expired certificate, a key that does not match it, a c2pa error or a read-back that "
+        "does not verify leaves the output as `<name>_UNSIGNED.<ext>` and a line in the audit log. With "
+        "`on_signing_failure` = `fail` (the shipped workflows) or `require_trusted_signer` on, the job "
+        "then fails with the reason. `require_trusted_signer` also needs `trust_anchors` in "
+        "`signing.json`, so the signature can be verified as Trusted.\n\n"
+        "## What the manifest states\n\n"
+        "One `c2pa.edited` action per stage that made pixels: the classical landmark warp "
+        "(`compositeSynthetic`) or the trained swapper family, restorer and diffusion refine "
+        "(`compositeWithTrainedAlgorithmicMedia`), and in `swapline.qa` every stage (analysis, swap, "
+        "masks, restore, refine) with each model's file, sha256 and licence, plus the face model's "
+        "consent attestation when it has one.\n"),
 }
 
 

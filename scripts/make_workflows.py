@@ -58,7 +58,9 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
         "11": {"class_type": "SwaplineC2PASink",
                "inputs": {"frames": ["10", 0], "face_model": ["5", 0], "qa": ["10", 1], "filename_prefix": prefix,
                           "image_format": "png", "crf": 18, "preset": "medium", "audio": True, "attestation": "",
-                          "require_trusted_signer": False}},
+                          # fail closed: an output that cannot be signed fails the job (kept as *_UNSIGNED)
+                          "require_trusted_signer": False, "on_signing_failure": "fail",
+                          "require_consent": False}},
     }
 
 

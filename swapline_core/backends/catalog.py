@@ -113,10 +113,38 @@ KNOWN_MODELS = (
 )
 
 
+# Files outside Swapline's model folders, only so provenance can state their licences: the SD1.5
+# set the refine workflows name (scripts/make_workflows.py REFINE_MODELS; ComfyUI's own folders)
+# and the built-in analyzer's weights inside pip packages. Not Swapline downloads, so install.py
+# does not list them. Licences as their model cards / packages publish them.
+DIFFUSION_MODELS = (
+    KnownModel("checkpoints", "v1-5-pruned-emaonly-fp16.safetensors", "Stable Diffusion 1.5 checkpoint",
+               "CreativeML OpenRAIL-M", "huggingface.co/Comfy-Org/stable-diffusion-v1-5-archive",
+               vendor="Runway / Stability AI", commercial="yes"),
+    KnownModel("vae", "vae-ft-mse-840000-ema-pruned.safetensors", "SD 1.x VAE (ft-MSE)", "MIT",
+               "huggingface.co/stabilityai/sd-vae-ft-mse-original", vendor="Stability AI", commercial="yes"),
+    KnownModel("controlnet", "control_v11p_sd15_openpose_fp16.safetensors", "ControlNet 1.1 OpenPose (SD 1.5)",
+               "CreativeML OpenRAIL-M", "huggingface.co/comfyanonymous/ControlNet-v1-1_fp16_safetensors",
+               vendor="lllyasviel", commercial="yes"),
+    # the built-in analyzer's weights, shipped inside pip packages (builtin_models.py)
+    *(KnownModel("facenet_pytorch/data", f"{n}.pt", f"MTCNN {n} (built-in detector)", "MIT (facenet-pytorch)",
+                 "facenet-pytorch 2.5.3 wheel", vendor="timesler", commercial="yes") for n in ("pnet", "rnet", "onet")),
+    KnownModel("face_recognition_models/models", "shape_predictor_68_face_landmarks.dat",
+               "dlib 68-point landmarks (built-in)", "trained on iBUG 300-W, whose terms exclude commercial use",
+               "face-recognition-models 0.3.0", vendor="dlib (Davis King)", commercial="no"),
+    KnownModel("face_recognition_models/models", "shape_predictor_5_face_landmarks.dat",
+               "dlib 5-point landmarks (built-in)", "CC0-1.0", "face-recognition-models 0.3.0",
+               vendor="dlib (Davis King)", commercial="yes"),
+    KnownModel("face_recognition_models/models", "dlib_face_recognition_resnet_model_v1.dat",
+               "dlib ResNet face embedding (built-in)", "CC0-1.0", "face-recognition-models 0.3.0",
+               vendor="dlib (Davis King)", commercial="yes"),
+)
+
+
 def known(filename: str) -> KnownModel | None:
     """The catalog entry for a file name (any folder), or None."""
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    for m in KNOWN_MODELS:
+    for m in KNOWN_MODELS + DIFFUSION_MODELS:
         if m.filename == base:
             return m
     return None

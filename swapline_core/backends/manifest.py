@@ -20,10 +20,17 @@ def model_manifest(files) -> list[dict]:
     """
     out, seen = [], set()
     for role, path, *loaded in files:
-        if path in seen or (not loaded and not os.path.isfile(path)):
+        if loaded and loaded[0] is None and not os.path.isfile(path):
+            # a model whose file could not be known (e.g. built by a node that is no loader):
+            # named as such rather than left out
+            out.append({"role": role, "name": path, "sha256": None, "licence": "unknown (file unknown)",
+                        "commercial": "unknown"})
             continue
-        seen.add(path)
-        if loaded:
+        # one file can serve two roles (a checkpoint's UNet and its VAE): both are stated
+        if (role, path) in seen or (not loaded and not os.path.isfile(path)):
+            continue
+        seen.add((role, path))
+        if loaded and loaded[0] is not None:
             sha = loaded[0]
         else:
             st = os.stat(path)
@@ -35,3 +42,11 @@ def model_manifest(files) -> list[dict]:
         out.append({"role": role, "name": os.path.basename(path), "sha256": sha,
                     "licence": lic["licence"], "commercial": lic["commercial"]})
     return out
+
+
+def stage_manifest(records) -> list[dict]:
+    """StageRecords -> the manifest's per-stage entries: method, how its pixels were made,
+    details, and each model with role, file name, sha256 and licence."""
+    return [{"stage": r.stage, "method": r.method, "generation": r.generation,
+             **{str(k): v for k, v in r.detail},
+             "models": model_manifest(r.models)} for r in records]

@@ -3,12 +3,20 @@
 The stored embedding is the normalised mean (or median) of the normalised per-image embeddings;
 metadata records which recognizer made it (embeddings of different recognizers are not
 comparable) and the hashes of the source images, so provenance can name them.
+
+A face model can also carry a consent attestation (who consented, when, to what scope, and
+optionally the sha256 of the signed consent document). It is bound to the identity: it names the
+hashes of the source images it was given for, so a record copied onto another face model does not
+count (``consent_of`` returns None for it).
 """
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,6 +24,8 @@ from ..errors import NoFaceError, SwaplineError
 from ..types import Face, SourceIdentity, l2_normalise
 
 FORMAT = "swapline.face_model.v1"
+CONSENT_SCHEMA = "swapline.consent/1"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def image_hash(image: np.ndarray) -> str:
@@ -91,3 +101,47 @@ def load(path: str) -> SourceIdentity:
                     embedding=t["embedding"])
     return SourceIdentity(embedding=t["embedding"], recognizer=meta.get("recognizer", "unknown"),
                           image=t.get("image"), face=face, metadata=json.loads(meta.get("metadata", "{}")))
+
+
+def make_consent(identity: SourceIdentity, given_by: str, date: str, scope: str,
+                 document_sha256: str = "", recorded_by: str = "") -> dict:
+    """A structured consent attestation for ``identity``; every problem names the field."""
+    given_by, scope, date = (given_by or "").strip(), (scope or "").strip(), (date or "").strip()
+    if not given_by:
+        raise SwaplineError("consent: 'consent_given_by' is empty: name the person who consented (the source "
+                            "person, or their legal representative)")
+    if not scope:
+        raise SwaplineError("consent: 'consent_scope' is empty: state what the consent covers (e.g. 'ad campaign "
+                            "X, web and TV, until 2027-12-31')")
+    try:
+        when = _dt.date.fromisoformat(date[:10]) if len(date) <= 10 else _dt.datetime.fromisoformat(date)
+    except ValueError:
+        raise SwaplineError(f"consent: 'consent_date' {date!r} is not an ISO date (YYYY-MM-DD or "
+                            "YYYY-MM-DDTHH:MM:SS)") from None
+    doc = (document_sha256 or "").strip().lower()
+    if doc and not _SHA256.match(doc):
+        raise SwaplineError("consent: 'consent_document_sha256' must be the 64 hex digits of the signed consent "
+                            "document's SHA-256 (e.g. from `sha256sum consent.pdf`), or empty")
+    sources = list(identity.metadata.get("source_sha256") or [])
+    if not sources:
+        raise SwaplineError("consent: this face model records no source image hashes, so consent cannot be bound "
+                            "to it; rebuild it with Build Face Model")
+    return {"schema": CONSENT_SCHEMA, "given_by": given_by, "date": when.isoformat(), "scope": scope,
+            "document_sha256": doc or None, "recorded_by": (recorded_by or "").strip() or None,
+            "source_sha256": sources}
+
+
+def with_consent(identity: SourceIdentity, consent: dict) -> SourceIdentity:
+    return replace(identity, metadata={**identity.metadata, "consent": consent})
+
+
+def consent_of(identity: SourceIdentity | None) -> dict | None:
+    """The face model's consent attestation, if it has one that belongs to its source images."""
+    if identity is None:
+        return None
+    c = identity.metadata.get("consent")
+    if not isinstance(c, dict) or c.get("schema") != CONSENT_SCHEMA:
+        return None
+    if list(c.get("source_sha256") or []) != list(identity.metadata.get("source_sha256") or []):
+        return None
+    return c

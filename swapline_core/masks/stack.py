@@ -71,6 +71,31 @@ class MaskOptions:
     def model_occlusion(self) -> bool:
         return self.enabled and self.occlusion in ("model", "builtin+model")
 
+    def model_files(self) -> list[tuple[str, str]]:
+        """(role, path) of the mask model files that cut the paste mask (provenance names them)."""
+        files = []
+        if self.model_occlusion and self.occluder_path:
+            files.append(("occluder (XSeg)", self.occluder_path))
+        if self.enabled and self.region_path:
+            files.append(("face parser (BiSeNet)", self.region_path))
+        return files
+
+    def describe(self) -> str:
+        """The mask method in words, for the manifest."""
+        if not self.enabled:
+            return "swapper's own paste mask only"
+        parts = []
+        if self.builtin_occlusion:
+            parts.append("built-in skin-colour occluder")
+        if self.model_occlusion:
+            parts.append("XSeg occluder model")
+        if self.region_path:
+            parts.append(f"BiSeNet face regions ({', '.join(self.regions)})")
+        if self.areas:
+            parts.append(f"landmark areas ({', '.join(self.areas)})")
+        parts.append(f"mouth {self.mouth}")
+        return ", ".join(parts)
+
     def to_json(self) -> dict:
         """Everything that changes the result, for cache keys; model files by name and size."""
         out = {k: getattr(self, k) for k in ("enabled", "occlusion", "occlusion_sensitivity", "mouth",

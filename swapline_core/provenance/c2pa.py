@@ -1,10 +1,12 @@
 """Content Credentials (C2PA) for Swapline outputs: sign, read back, and sign-then-verify safely.
 
 A face swap is declared the way C2PA describes one: the target media is the ``parentOf``
-ingredient opened by ``c2pa.opened``; ``c2pa.edited`` carries the digital source type
-``compositeWithTrainedAlgorithmicMedia`` and names the source face (a ``componentOf``
-ingredient). Swapline's own ``swapline.qa`` assertion records the QA summary, the models used
-(with hashes), the user's attestation and whether the signer is a development one.
+ingredient opened by ``c2pa.opened``; then one ``c2pa.edited`` per stage that made pixels, each
+with the digitalSourceType its method calls for (provenance.method: the classical warp is
+``compositeSynthetic``, trained models ``compositeWithTrainedAlgorithmicMedia``); the swap's
+action names the source face (a ``componentOf`` ingredient). Swapline's own ``swapline.qa``
+assertion records the QA summary, every stage with its models (file, sha256, licence), the
+user's attestation, the face model's consent record and whether the signer is a development one.
 
 c2pa-python 0.38 API used here (found by reading the installed package): ``C2paSignerInfo(alg,
 chain_pem, key_pem, ta_url)`` -> ``Signer.from_info``; ``Builder(definition, context=Context)``,
@@ -24,13 +26,14 @@ from typing import Any
 
 from .. import __version__
 from ..errors import SwaplineError
+from . import method
 from .hashing import sha256_file
 from .signing import SigningCredentials
 
 MIME_BY_SUFFIX = {".mp4": "video/mp4", ".png": "image/png", ".jpg": "image/jpeg",
                   ".jpeg": "image/jpeg"}
-FACE_SWAP_SOURCE_TYPE = ("http://cv.iptc.org/newscodes/digitalsourcetype/"
-                         "compositeWithTrainedAlgorithmicMedia")
+# The type of a trained-model swap; each stage's own type is chosen in provenance.method.
+FACE_SWAP_SOURCE_TYPE = method.TRAINED_COMPOSITE
 QA_LABEL = "swapline.qa"
 # Where each ingredient's file hash lives: custom keys in the ingredient's assertion metadata
 # survive c2pa's round trip, and readers that do not know them simply ignore them.
@@ -84,8 +87,10 @@ class SignResult:
 
 
 def model_entry(m: dict) -> dict:
-    """name + sha256, and the licence and commercial-use flag where the catalog knows them."""
+    """role, name + sha256, and the licence and commercial-use flag where the catalog knows them."""
     out = {"name": str(m.get("name")), "sha256": m.get("sha256")}
+    if m.get("role"):
+        out = {"role": str(m["role"]), **out}
     out.update({k: m[k] for k in ("licence", "commercial") if m.get(k) is not None})
     return out
 
@@ -103,8 +108,14 @@ def sign_media(input_path, output_path, *, creds: SigningCredentials,
                source_ingredient: tuple[str, str] | None,
                qa_summary: dict, models: list[dict], attestation: str | None,
                software_agent: str | None = None, dev_signer: bool | None = None,
-               thumbnails: bool = False) -> SignResult:
+               thumbnails: bool = False, stages: list[dict] | None = None,
+               consent: dict | None = None) -> SignResult:
     """Write ``output_path``: ``input_path`` with an embedded, signed manifest.
+
+    ``stages`` (backends.manifest.stage_manifest) say what ran, by which method and models; the
+    actions and digitalSourceType follow from them. Without them the method is declared as not
+    recorded (and, conservatively, trained). ``consent`` is the face model's structured consent
+    attestation (faces.identity), stored as it is.
 
     ``thumbnails`` is off by default: c2pa would embed a large JPEG of every ingredient, and
     for a face swap that means a copy of the source person's photo inside the output.
@@ -125,20 +136,10 @@ def sign_media(input_path, output_path, *, creds: SigningCredentials,
         ingredients.append(_ingredient_info(source_ingredient, "componentOf", _SOURCE_ID))
     timings["hash_ingredients_s"] = time.perf_counter() - t
 
-    edited = {"action": "c2pa.edited", "digitalSourceType": FACE_SWAP_SOURCE_TYPE,
-              "softwareAgent": {"name": software_agent or f"Swapline {__version__}"},
-              "description": "Face replaced by a trained face-swap model"}
-    if source_ingredient is not None:
-        edited["parameters"] = {"ingredientIds": [_SOURCE_ID]}
-    qa_payload = {
-        "qa": _jsonable(qa_summary),
-        "models": [model_entry(m) for m in models],
-        "attestation": attestation,
-        "signer": {"kind": kind},
-        "ingredients": [{"role": i["role"], "title": i["title"], "sha256": i["sha256"]}
-                        for i in ingredients],
-        "software": software_agent or f"Swapline {__version__}",
-    }
+    agent = software_agent or f"Swapline {__version__}"
+    stages = _stage_entries(stages, models)
+    edited = method.edited_actions(stages, agent, _SOURCE_ID if source_ingredient is not None else None)
+    qa_payload = _payload(qa_summary, models, stages, attestation, consent, kind, ingredients, agent)
     # c2pa only accepts stream ingredients in formats it parses; anything else is declared
     # in the definition, which keeps title, relationship and hash without reading the file.
     supported = set(c2pa.Builder.get_supported_mime_types())
@@ -150,7 +151,7 @@ def sign_media(input_path, output_path, *, creds: SigningCredentials,
         "assertions": [
             {"label": "c2pa.actions", "data": {"actions": [
                 {"action": "c2pa.opened", "parameters": {"ingredientIds": [_TARGET_ID]}},
-                edited]}},
+                *edited]}},
             {"label": QA_LABEL, "data": qa_payload},
         ],
     }
@@ -208,7 +209,7 @@ def verify_media(path, trust_anchors_pem: str | None = None) -> VerifyResult:
 
 
 def sign_and_verify(input_path, output_path=None, *, trust_anchors_pem: str | None = None,
-                    **sign_kwargs) -> SignResult:
+                    require_trusted: bool = False, **sign_kwargs) -> SignResult:
     """Sign to a temp file beside the output, verify it, and only then move it into place.
 
     On any failure the output holds the unsigned media (in place signing leaves it untouched;
@@ -218,7 +219,8 @@ def sign_and_verify(input_path, output_path=None, *, trust_anchors_pem: str | No
     The read-back is checked against ``trust_anchors_pem`` or else the credentials' own anchors
     (a development signer's own CA), and must then be Trusted; with no anchors at all, Valid
     with only ``signingCredential.untrusted`` is accepted. ``signer_kind`` tells the caller
-    whether that trust means anything beyond this machine.
+    whether that trust means anything beyond this machine. ``require_trusted``: only a Trusted
+    read-back against configured anchors counts (a signer nobody can verify is a failure).
     """
     creds: SigningCredentials = sign_kwargs["creds"]
     src = Path(input_path)
@@ -246,6 +248,10 @@ def sign_and_verify(input_path, output_path=None, *, trust_anchors_pem: str | No
         result.timings["verify_s"] = time.perf_counter() - t
         result.verify, result.validation_state = check, check.state
         result.failure_codes = check.failure_codes
+        if require_trusted and (kind == "development" or not anchors):
+            raise ProvenanceError("a trusted signer is required, but the signature cannot be verified "
+                                  "against a trust anchor: set 'trust_anchors' in signing.json to the "
+                                  "root certificate(s) that issued the signing certificate")
         _accept(check, anchors)
 
         result.output_sha256 = sha256_file(tmp)
@@ -278,6 +284,31 @@ def _c2pa():
         raise ProvenanceError("c2pa-python is not installed (pip install 'c2pa-python>=0.38')"
                               ) from e
     return c2pa
+
+
+def _payload(qa_summary, models, stages, attestation, consent, kind, ingredients, agent) -> dict:
+    """The swapline.qa assertion: QA, models, the method per stage, attestation and consent."""
+    return {
+        "qa": _jsonable(qa_summary),
+        "models": [model_entry(m) for m in models],
+        "method": {"digital_source_type": method.source_type(stages), "summary": method.summary(stages),
+                   "stages": stages},
+        "attestation": attestation,
+        "consent": _jsonable(consent) if consent else None,
+        "signer": {"kind": kind},
+        "ingredients": [{"role": i["role"], "title": i["title"], "sha256": i["sha256"]}
+                        for i in ingredients],
+        "software": agent,
+    }
+
+
+def _stage_entries(stages: list[dict] | None, models: list[dict]) -> list[dict]:
+    """The manifest's stages; a caller that recorded none gets one stage saying so."""
+    if stages is None:
+        stages = [{"stage": "swap", "method": "method not recorded", "generation": "unknown",
+                   "models": list(models)}]
+    return _jsonable([{**st, "models": [model_entry(m) for m in st.get("models") or []]}
+                      for st in stages])
 
 
 def _ingredient_info(spec: tuple[str, str], relationship: str, label: str) -> dict:

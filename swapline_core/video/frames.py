@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..provenance.method import StageRecord
 from ..types import SwapPatch
 from . import read as video_read
 from .store import ChunkStore, stage_key
@@ -26,9 +27,18 @@ class Layer:
     store_root: str
     key: str
     models: tuple = ()           # (role, path, sha256 loaded) of every model that shaped this layer
+    stages: tuple = ()           # StageRecords: what ran, by which method, with which of the models
 
     def store(self) -> ChunkStore:
         return ChunkStore(self.store_root, self.key)
+
+    def stage_records(self) -> tuple:
+        """What made this layer; a layer built without records still says what is known of it."""
+        if self.stages:
+            return self.stages
+        if self.name == "revert":
+            return (StageRecord("revert", "original frames put back (QA policy)", "none"),)
+        return (StageRecord(self.name, "method not recorded", "unknown", self.models),)
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,10 @@ class FrameSequence:
 
     def model_files(self) -> list[tuple[str, str]]:
         return [m for layer in self.layers for m in layer.models]
+
+    def stage_records(self) -> list[StageRecord]:
+        """Every stage applied so far, in order (provenance states these)."""
+        return [r for layer in self.layers for r in layer.stage_records()]
 
     def iter_chunks(self, first_chunk: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
         """(chunk number, frames with every layer applied), decoding the source once."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -15,11 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends.cache import loaded_model_files
+from ..backends.cache import file_sha256, loaded_model_files
 from ..faces.paste import apply_patches
 from ..faces.tracking import FaceTracker
 from ..guards import reason_category
 from ..metrics import observe_stage
+from ..provenance.method import StageRecord, restore_record, swap_record
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
 from .cuts import CutDetector
@@ -246,9 +248,22 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
                                  store_root, hooks, compute, on_records=count)
     report.extra["skipped"] = dict(skipped)
     report.extra["skipped_frames"] = {k: sorted(v) for k, v in skipped_frames.items()}
-    # the hashes recorded at load time: provenance names the weights that ran, not today's files
-    models = tuple(loaded_model_files(swapper)) + tuple(loaded_model_files(faces.analyzer) if faces.analyzer else ())
-    return seq.with_layer(Layer("swap", str(store.dir.parent), key, models)), report
+    records = swap_stage_records(swapper, faces.analyzer, opts)
+    models = tuple(m for r in records for m in r.models)
+    return seq.with_layer(Layer("swap", str(store.dir.parent), key, models, records)), report
+
+
+def swap_stage_records(swapper, analyzer, opts: SwapOptions) -> tuple:
+    """What a swap ran: analysis, the swap itself (classical or which trained family) and the masks,
+    each with its model files and the hashes recorded at load time (the weights that ran, not
+    whatever file is at that path when the result is signed)."""
+    analysis_models = tuple(loaded_model_files(analyzer) if analyzer else ())
+    mask_models = tuple((role, path, file_sha256(path)) for role, path in opts.masks.model_files()
+                        if os.path.isfile(path))
+    return (StageRecord("analysis", f"face detection and landmarks ({getattr(analyzer, 'name', 'analyzer')})",
+                        "none", analysis_models),
+            swap_record(swapper, tuple(loaded_model_files(swapper))),
+            StageRecord("masks", opts.masks.describe(), "none", mask_models))
 
 
 def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str, hooks: Hooks,
@@ -269,7 +284,9 @@ def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str
     store, report = patch_stage(seq, faces, "restore", key, {"restorer": restorer.name, "weight": weight},
                                  store_root, hooks, compute)
     report.extra["faces_restored"] = restored[0]
-    return seq.with_layer(Layer("restore", str(store.dir.parent), key, tuple(loaded_model_files(restorer)))), report
+    models = tuple(loaded_model_files(restorer))
+    return seq.with_layer(Layer("restore", str(store.dir.parent), key, models,
+                                (restore_record(restorer, models),))), report
 
 
 def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: Hooks) -> FrameSequence:
@@ -292,7 +309,8 @@ def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: 
     return seq.with_layer(Layer("revert", str(store.dir.parent), key))
 
 
-def overlay_images(seq: FrameSequence, images: Sequence[np.ndarray], store_root: str, hooks: Hooks) -> FrameSequence:
+def overlay_images(seq: FrameSequence, images: Sequence[np.ndarray], store_root: str, hooks: Hooks,
+                   stages: tuple = ()) -> FrameSequence:
     """``seq`` with its pixels replaced by ``images`` (edited elsewhere, e.g. by diffusion nodes).
 
     Stored as one more layer holding only the changed pixels, so the source clip's frame rate,
@@ -313,4 +331,6 @@ def overlay_images(seq: FrameSequence, images: Sequence[np.ndarray], store_root:
         if not store.has(c):
             store.save(c, encode_diff_chunk(before, [images[i] for i in seq.chunk_range(c)]))
         hooks.progress(len(before))
-    return seq.with_layer(Layer("images", str(store.dir.parent), key))
+    # ``stages``: what made the images, when the node that made them recorded it (else "unknown")
+    models = tuple(m for r in stages for m in r.models)
+    return seq.with_layer(Layer("images", str(store.dir.parent), key, models, tuple(stages)))

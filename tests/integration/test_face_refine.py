@@ -178,3 +178,28 @@ def test_video_swap_refine_workflow_runs_swap_refine_qa_and_signing(staged):
     assert qa["summary"]["frames"] == 4
     video = out[node_of(p, "SwaplineC2PASink")]["images"][0]
     assert probe(str(staged.output_path(video))).frame_count == 4
+
+    # the signed manifest names what ran: the trained swapper's family, then the diffusion refine
+    # with the checkpoint, VAE and ControlNet files the loaders read (sha256 of those files)
+    from swapline_core.provenance.c2pa import verify_media
+    from swapline_core.provenance.hashing import sha256_file
+    from swapline_core.provenance.method import TRAINED_COMPOSITE
+
+    check = verify_media(staged.output_path(video))
+    assert check.intact, check.failure_codes
+    edits = [a for a in check.actions if a["action"] == "c2pa.edited"]
+    assert [e["digitalSourceType"] for e in edits] == [TRAINED_COMPOSITE] * 2
+    assert "inswapper family" in edits[0]["description"] and "diffusion" in edits[1]["description"]
+    stages = {s["stage"]: s for s in check.qa["method"]["stages"]}
+    assert stages["swap"]["family"] == "inswapper"
+    assert stages["swap"]["models"][0]["name"] == "inswapper_128.onnx"
+    refine = {m["role"]: m for m in stages["refine"]["models"]}
+    assert set(refine) == {"checkpoint", "VAE", "ControlNet"}, refine
+    files = {"checkpoint": "checkpoints/v1-5-pruned-emaonly-fp16.safetensors",
+             "VAE": "vae/vae-ft-mse-840000-ema-pruned.safetensors",
+             "ControlNet": "controlnet/control_v11p_sd15_openpose_fp16.safetensors"}
+    for role, rel in files.items():
+        assert refine[role]["name"] == rel.split("/")[1]
+        assert refine[role]["sha256"] == sha256_file(staged.models_dir / rel), role
+        assert refine[role]["licence"] in ("CreativeML OpenRAIL-M", "MIT")
+    assert {m["name"] for m in check.qa["models"]} >= {r.split("/")[1] for r in files.values()}

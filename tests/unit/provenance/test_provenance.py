@@ -10,10 +10,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
+# c2pa-python is a hard requirement (requirements.txt): a missing package must fail this file,
+# never skip it, or CI would pass without checking a single signature.
+import c2pa  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
-pytest.importorskip("c2pa")
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: E402
