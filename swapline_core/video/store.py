@@ -34,6 +34,10 @@ class ChunkStore:
         meta_path = self.dir / "stage.json"
         if meta is not None and not meta_path.exists():
             self._atomic_write(meta_path, json.dumps(meta, indent=1, default=str).encode())
+        # the running job's lease on this entry, and its last use for the retention sweeper
+        from ..provenance.jobs import note_cache_use
+
+        note_cache_use(self.dir)
 
     def path(self, chunk: int) -> Path:
         return self.dir / f"chunk_{chunk:06d}.npz"
