@@ -20,6 +20,15 @@ EXTRA = {
         "self-signed) and carry AuthorityKeyIdentifier, keyUsage digitalSignature and EKU "
         "emailProtection. Without a config a local development certificate is generated in "
         "`user/swapline/dev-signer/` and the output says so. Keys are never logged or embedded.\n"),
+    "SwaplineCacheStatus": (
+        "## Retention policy\n\n"
+        "`user/swapline/retention.json` (all keys optional; these are the defaults):\n\n"
+        "```json\n{\"cache\": {\"max_age_days\": 7, \"max_size_gb\": 20},\n"
+        " \"outputs\": {\"max_age_days\": null, \"max_size_gb\": null},\n"
+        " \"lease_hours\": 24, \"min_idle_minutes\": 30}\n```\n\n"
+        "Applied at server start and after every job's output node. Output retention (whole jobs, "
+        "with a tombstone in the audit log) is off unless you set a limit. The same report and sweep "
+        "are served at `GET /swapline/cache` and `POST /swapline/cache/sweep`.\n"),
 }
 
 

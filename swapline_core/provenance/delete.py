@@ -230,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.output_dir) if a.output_dir else Path(a.comfy_dir) / "output"
     faces = a.face_models_dir or ([Path(a.comfy_dir) / "models" / "swapline" / "faces"] if a.comfy_dir else [])
     places = Places(out, Path(a.cache_dir) if a.cache_dir else out / "swapline_cache", faces)
+    if not places.output_dir.is_dir():
+        print(f"error: output folder {places.output_dir} does not exist: give ComfyUI's base folder "
+              "(--comfy-dir) or its output folder (--output-dir). Nothing was deleted.", file=sys.stderr)
+        return 2
     kw = {"requested_by": a.requested_by, "request_id": a.request_id, "reason": a.reason}
     try:
         if a.job_id:

@@ -91,6 +91,21 @@ class JobContext:
         return entry_of(self.cache_root, path)
 
 
+_last: JobContext | None = None
+
+
+def context_for(job_id: str, output_dir: str | os.PathLike, cache_root: str | os.PathLike) -> JobContext:
+    """The job's context, the same object for every node of the running job, so each fact is
+    written to its index once."""
+    global _last
+    with _active_lock:
+        ctx = _last
+        if (ctx is None or ctx.job_id != job_id or ctx.output_dir != Path(os.path.realpath(output_dir))
+                or ctx.cache_root != Path(os.path.realpath(cache_root))):
+            ctx = _last = JobContext(job_id, output_dir, cache_root)
+        return ctx
+
+
 def entry_of(cache_root: str | os.PathLike, path: str | os.PathLike) -> str | None:
     """The cache entry ``path`` belongs to, relative to the root ("<key>" for a stage folder,
     "<kind>/<name>" for the kinds of folder that hold many entries), or None outside the cache."""

@@ -172,3 +172,14 @@ def test_output_retention_is_off_by_default_and_deletes_whole_old_jobs_when_set(
     tomb = [json.loads(line) for line in (out / "swapline_audit.jsonl").read_text().splitlines()]
     assert tomb[-1]["kind"] == "tombstone" and tomb[-1]["reason"] == "max_age_days"
     assert tomb[-1]["requested_by"] == "retention policy"
+
+
+def test_each_fact_is_written_once_per_job_across_its_nodes(tmp_path):
+    out = tmp_path / "out"
+    cache = out / "swapline_cache"
+    for _node in range(3):                  # three nodes of one job each use the same entry
+        with jobs.bound(jobs.context_for("job-x", out, cache)):
+            _entry(cache, "same")
+    assert jobs.context_for("job-x", out, cache) is jobs.context_for("job-x", out, cache)
+    lines = jobs.index_path(out, "job-x").read_text().splitlines()
+    assert len(lines) == 1 and jobs.active_jobs() == set()
