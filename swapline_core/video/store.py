@@ -46,7 +46,17 @@ class ChunkStore:
         return self.path(chunk).exists()
 
     def load(self, chunk: int) -> dict[str, np.ndarray]:
-        with np.load(self.path(chunk), allow_pickle=False) as z:
+        try:
+            z = np.load(self.path(chunk), allow_pickle=False)
+        except FileNotFoundError:
+            from ..errors import SwaplineError
+
+            raise SwaplineError(
+                f"chunk {chunk} of cached stage {self.key} is gone from the stage cache (removed by the "
+                "retention policy or a deletion request after this frame sequence was made): run the "
+                "workflow again; if ComfyUI reuses its cached result, free its node cache first "
+                "(Free model and node cache, or POST /free)") from None
+        with z:
             return {k: z[k] for k in z.files}
 
     def save(self, chunk: int, arrays: dict[str, np.ndarray]) -> None:

@@ -108,6 +108,20 @@ def test_delete_one_of_two_jobs_over_http(staged):
     tomb = json.loads(data.splitlines()[-1])
     assert (tomb["kind"], tomb["job_id"], tomb["request_id"]) == ("tombstone", job_a, "DSR-7")
 
-    # and a job after the deletion still runs (ComfyUI's node cache was reset: nothing reads a gone chunk)
-    hist_c = staged.run(_job("swapline_source_face.png", "swapline/dsr_c"))
+    # Delete job B by its source hash, then run its workflow again: ComfyUI still holds B's node
+    # outputs (frame sequences over the removed chunks), so this only works because the route
+    # reset ComfyUI's node cache.
+    (source_b,) = {h for f in index_b for h in f.get("sources", [])}
+    r = requests.post(staged.url + "/swapline/jobs/delete", timeout=60,
+                      json={"source_sha256": source_b, "requested_by": "dpo@example.com", "request_id": "DSR-8"})
+    assert r.status_code == 200, r.text
+    assert [j["job_id"] for j in r.json()["jobs"]] == [job_b]
+    for p in _outputs(staged, hist_b):
+        assert not p.exists(), p
+    hist_c = staged.run(_job("swapline_target_reference.png", "swapline/dsr_c"))
     assert all(p.exists() for p in _outputs(staged, hist_c))
+    r = requests.post(staged.url + "/swapline/cache/sweep", json={"reclaim_all": True}, timeout=60)
+    assert r.status_code == 200 and {"removed", "kept_in_use", "bytes_left"} <= set(r.json())
+    index_c = (out / "swapline_jobs" / f"{hist_c['_prompt_id']}.jsonl").read_text().splitlines()
+    for e in {json.loads(x).get("cache") for x in index_c} - {None}:
+        assert (out / "swapline_cache" / e).exists(), e       # a job that just ran holds its lease

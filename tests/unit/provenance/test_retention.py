@@ -183,3 +183,12 @@ def test_each_fact_is_written_once_per_job_across_its_nodes(tmp_path):
     assert jobs.context_for("job-x", out, cache) is jobs.context_for("job-x", out, cache)
     lines = jobs.index_path(out, "job-x").read_text().splitlines()
     assert len(lines) == 1 and jobs.active_jobs() == set()
+
+
+def test_a_chunk_removed_under_a_sequence_is_a_clear_error(tmp_path):
+    cache = tmp_path / "swapline_cache"
+    d = _entry(cache, "gone")
+    store = ChunkStore(cache, d.name)
+    retention.remove_path(cache, d)
+    with pytest.raises(Exception, match="gone from the stage cache.*run the workflow again"):
+        store.load(0)
