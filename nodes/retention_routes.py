@@ -41,9 +41,8 @@ def register() -> bool:
         return web.json_response(data, status=status)
 
     def failure(exc: Exception):
-        status = 404 if isinstance(exc, core_delete.UnknownJobError) else 400
-        if isinstance(exc, SwaplineError) and "is running now" in str(exc):
-            status = 409
+        status = (404 if isinstance(exc, core_delete.UnknownJobError) else
+                  409 if isinstance(exc, core_delete.JobRunningError) else 400)
         return reply({"error": public_text(str(exc))}, status)
 
     async def in_thread(fn, *args, **kwargs):

@@ -32,6 +32,10 @@ class UnknownJobError(SwaplineError):
     pass
 
 
+class JobRunningError(SwaplineError):
+    pass
+
+
 @dataclass
 class Places:
     output_dir: Path
@@ -80,7 +84,7 @@ def delete_job(places: Places, job_id: str, *, requested_by: str, request_id: st
     request (their use of a cache entry does not keep it)."""
     jobs.check_job_id(job_id)
     if job_id in jobs.active_jobs():
-        raise SwaplineError(f"job '{job_id}' is running now: interrupt it or wait for it to finish, then delete it")
+        raise JobRunningError(f"job '{job_id}' is running now: interrupt it or wait for it to finish, then delete it")
     if not requested_by:
         raise SwaplineError("say who requested the deletion (requested_by): it goes into the tombstone")
     index_file = jobs.index_path(places.output_dir, job_id)

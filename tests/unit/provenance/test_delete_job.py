@@ -152,3 +152,13 @@ def test_cli(env, capsys):
     assert out["face_model"] == "job-b.safetensors"
     assert not (env["faces"] / "job-b.safetensors").exists() and (env["faces"] / "job-a.safetensors").exists()
     assert not os.path.exists(env["out"] / "swapline" / "job-b_00001_.mp4")
+
+
+def test_a_job_running_in_this_process_is_not_deleted(env):
+    before = _tree(env["base"])
+    with jobs.bound(jobs.JobContext("job-b", env["out"], env["cache"])):
+        with pytest.raises(dl.JobRunningError, match="running now"):
+            dl.delete_job(env["places"], "job-b", requested_by="x", request_id=None)
+    after = _tree(env["base"])
+    assert {f: d for f, d in after.items() if "swapline_jobs" not in f} == \
+        {f: d for f, d in before.items() if "swapline_jobs" not in f}
