@@ -28,6 +28,7 @@ MODULES = {
     "vae": ("TiledVAEEncode",),
     "controlnet": ("FaceHint", "ApplyFaceControlNet"),
     "refine": ("RefineFrames",),
+    "maintenance": ("CacheStatus",),
 }
 
 
@@ -59,4 +60,26 @@ class SwaplineExtension(ComfyExtension):
                 log.error("[Swapline] %s nodes disabled: %s: %s", module, type(exc).__name__, exc)
         for node in nodes:  # here, so combos other modules add later are covered without their help
             validation.install(node)
+        _retention(nodes)
         return nodes
+
+
+_swept = False
+
+
+def _retention(nodes) -> None:
+    """Bind every node to its job (job index, cache leases), add the deletion routes when a
+    server runs, and apply the retention policy once per server start. Guarded: without it the
+    nodes still work, only unrecorded."""
+    global _swept
+    try:
+        from . import maintenance, retention_routes
+
+        for node in nodes:
+            maintenance.bind_job(node)
+        # only with a server: a pack imported by tests or tools must not sweep anyone's output folder
+        if retention_routes.register() and not _swept:
+            _swept = True
+            maintenance.sweep_at_start()
+    except Exception as exc:
+        log.error("[Swapline] retention/deletion disabled: %s: %s", type(exc).__name__, exc)

@@ -32,6 +32,15 @@ EXTRA = {
         "(`compositeWithTrainedAlgorithmicMedia`), and in `swapline.qa` every stage (analysis, swap, "
         "masks, restore, refine) with each model's file, sha256 and licence, plus the face model's "
         "consent attestation when it has one.\n"),
+    "SwaplineCacheStatus": (
+        "## Retention policy\n\n"
+        "`user/swapline/retention.json` (all keys optional; these are the defaults):\n\n"
+        "```json\n{\"cache\": {\"max_age_days\": 7, \"max_size_gb\": 20},\n"
+        " \"outputs\": {\"max_age_days\": null, \"max_size_gb\": null},\n"
+        " \"lease_hours\": 24, \"min_idle_minutes\": 30}\n```\n\n"
+        "Applied at server start and after every job's output node. Output retention (whole jobs, "
+        "with a tombstone in the audit log) is off unless you set a limit. The same report and sweep "
+        "are served at `GET /swapline/cache` and `POST /swapline/cache/sweep`.\n"),
 }
 
 

@@ -82,6 +82,9 @@ def save(identity: SourceIdentity, path: str) -> None:
     meta = {"format": FORMAT, "recognizer": identity.recognizer,
             "metadata": json.dumps(identity.metadata, sort_keys=True)}
     save_file(tensors, path, metadata=meta)
+    from ..provenance.jobs import note_face_model
+
+    note_face_model(path)     # delete-by-job finds the face models a job saved
 
 
 def load(path: str) -> SourceIdentity:

@@ -164,3 +164,23 @@ def _clean(value):
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     return str(value)
+
+
+TOMBSTONE = "tombstone"
+
+
+def append_tombstone(output_dir: str | os.PathLike, *, job_id: str, deleted: dict, requested_by: str,
+                     request_id: str | None, reason: str, **extra) -> Path:
+    """Record that a job's files were deleted: a new line, the job's earlier lines stay as they
+    are (the log is append-only; it names hashes and file names, never pixels)."""
+    path = audit_log_path(output_dir)
+    append_record(path, {"schema": SCHEMA, "kind": TOMBSTONE, "job_id": job_id, "time_utc": utc_now(),
+                         "requested_by": requested_by, "request_id": request_id, "reason": reason,
+                         "deleted": deleted, **extra})
+    return path
+
+
+def job_records(output_dir: str | os.PathLike, job_id: str | None = None) -> list[dict]:
+    """Every complete record of the output folder's log (only ``job_id``'s when given)."""
+    records = read_audit_log(audit_log_path(output_dir)).records
+    return [r for r in records if job_id is None or r.get("job_id") == job_id]

@@ -58,6 +58,9 @@ class FrameSequence:
     @classmethod
     def open(cls, path: str, start: int = 0, count: int = 0, stride: int = 1,
              chunk: int = DEFAULT_CHUNK) -> FrameSequence:
+        from ..provenance.jobs import note_path
+
+        note_path(path)   # a clip kept in the stage cache (memory/image frames) is one of the job's entries
         info = video_read.probe(path)
         if info.frame_count == 0:
             raise video_read.VideoReadError(path, "the clip has no frames", 0)

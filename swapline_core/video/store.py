@@ -34,6 +34,10 @@ class ChunkStore:
         meta_path = self.dir / "stage.json"
         if meta is not None and not meta_path.exists():
             self._atomic_write(meta_path, json.dumps(meta, indent=1, default=str).encode())
+        # the running job's lease on this entry, and its last use for the retention sweeper
+        from ..provenance.jobs import note_cache_use
+
+        note_cache_use(self.dir)
 
     def path(self, chunk: int) -> Path:
         return self.dir / f"chunk_{chunk:06d}.npz"
@@ -42,7 +46,17 @@ class ChunkStore:
         return self.path(chunk).exists()
 
     def load(self, chunk: int) -> dict[str, np.ndarray]:
-        with np.load(self.path(chunk), allow_pickle=False) as z:
+        try:
+            z = np.load(self.path(chunk), allow_pickle=False)
+        except FileNotFoundError:
+            from ..errors import SwaplineError
+
+            raise SwaplineError(
+                f"chunk {chunk} of cached stage {self.key} is gone from the stage cache (removed by the "
+                "retention policy or a deletion request after this frame sequence was made): run the "
+                "workflow again; if ComfyUI reuses its cached result, free its node cache first "
+                "(Free model and node cache, or POST /free)") from None
+        with z:
             return {k: z[k] for k in z.files}
 
     def save(self, chunk: int, arrays: dict[str, np.ndarray]) -> None:

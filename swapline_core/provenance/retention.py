@@ -1,0 +1,223 @@
+"""Retention policy: the stage cache (and, if asked, Swapline's outputs) stop growing forever.
+
+Why it lives in provenance/ and not video/: it decides what data derived from people is kept and
+for how long, it works from the job index (jobs.py) and deletes whole jobs through the same code
+as a data-subject request (delete.py), with a tombstone in the audit log; the chunk store is
+only one of the places it cleans.
+
+Policy file: ``<ComfyUI user dir>/swapline/retention.json`` (next to signing.json; outside
+``user/default``, which ComfyUI's /userdata API lets any browser client rewrite). Defaults:
+
+- cache: entries unused for 7 days are removed, and the least recently used beyond 20 GB. The
+  cache is only for resuming and re-running; everything in it can be recomputed, and it holds
+  face crops of real people that should not outlive their use.
+- outputs: off. They are the deliverables; deleting them is the operator's explicit choice.
+- never removed: an entry named by a job whose index was touched within ``lease_hours`` (a job
+  running now or recently), any job running in this process, or an entry modified within
+  ``min_idle_minutes`` (a job that has not recorded it yet, e.g. another process writing).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import SwaplineError
+from . import jobs
+
+GB = 1024 ** 3
+DAY = 86400.0
+
+
+class RetentionConfigError(SwaplineError):
+    pass
+
+
+@dataclass
+class Limits:
+    max_age_days: float | None = None
+    max_size_gb: float | None = None
+
+
+@dataclass
+class Policy:
+    cache: Limits = field(default_factory=lambda: Limits(7.0, 20.0))
+    outputs: Limits = field(default_factory=Limits)
+    lease_hours: float = 24.0
+    min_idle_minutes: float = 30.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def policy_path(user_dir: str | os.PathLike) -> Path:
+    return Path(user_dir) / "swapline" / "retention.json"
+
+
+def load_policy(user_dir: str | os.PathLike) -> Policy:
+    """The policy in the user directory, the defaults where there is none."""
+    path = policy_path(user_dir)
+    if not path.is_file():
+        return Policy()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RetentionConfigError(f"{path}: not readable JSON ({exc}); fix or delete it "
+                                   "(without it the defaults apply)") from exc
+    return parse_policy(data, str(path))
+
+
+def parse_policy(data, where: str = "retention policy") -> Policy:
+    if not isinstance(data, dict):
+        raise RetentionConfigError(f"{where}: must be a JSON object")
+    known = {"cache", "outputs", "lease_hours", "min_idle_minutes"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise RetentionConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+    policy = Policy()
+    for part in ("cache", "outputs"):
+        if part in data:
+            sub = data[part]
+            if not isinstance(sub, dict) or set(sub) - {"max_age_days", "max_size_gb"}:
+                raise RetentionConfigError(f"{where}: '{part}' must be an object with max_age_days and/or "
+                                           "max_size_gb (a number, or null for no limit)")
+            setattr(policy, part, Limits(*(_number(sub.get(k, getattr(getattr(policy, part), k)), f"{where}: "
+                                                   f"{part}.{k}", allow_none=True)
+                                          for k in ("max_age_days", "max_size_gb"))))
+    for k in ("lease_hours", "min_idle_minutes"):
+        if k in data:
+            setattr(policy, k, _number(data[k], f"{where}: {k}", allow_none=False))
+    return policy
+
+
+def _number(value, what: str, allow_none: bool):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise RetentionConfigError(f"{what} must be a number >= 0{' or null' if allow_none else ''}, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class Entry:
+    rel: str            # relative to the cache root, as recorded in job indexes
+    path: Path
+    size: int
+    last_used: float
+
+
+def cache_entries(cache_root: str | os.PathLike) -> list[Entry]:
+    """Stage folders (<key>/) and the entries of kind folders (image-frames/<key>/, memory-video/<key>.nut)."""
+    root = Path(cache_root)
+    if not root.is_dir():
+        return []
+    out = []
+    for child in sorted(root.iterdir()):
+        if child.name.startswith("."):
+            continue
+        if child.is_dir() and not jobs.is_stage_name(child.name):
+            out += [_entry(root, p) for p in sorted(child.iterdir()) if not p.name.startswith(".")]
+        else:
+            out.append(_entry(root, child))
+    return out
+
+
+def _entry(root: Path, path: Path) -> Entry:
+    st = path.stat()
+    size, last = (st.st_size if not path.is_dir() else 0), st.st_mtime
+    if path.is_dir():
+        for dirpath, _, files in os.walk(path):
+            for f in files:
+                try:
+                    fs = os.stat(os.path.join(dirpath, f))
+                except OSError:
+                    continue       # removed while we looked (a finished temp file)
+                size += fs.st_size
+                last = max(last, fs.st_mtime)
+    return Entry(path.relative_to(root).as_posix(), path, size, last)
+
+
+def cache_report(cache_root: str | os.PathLike, output_dir: str | os.PathLike, policy: Policy,
+                 now: float | None = None) -> dict:
+    now = time.time() if now is None else now
+    entries = cache_entries(cache_root)
+    leased = jobs.leased_entries(output_dir, policy.lease_hours * 3600, now)
+    return {"entries": len(entries), "bytes": sum(e.size for e in entries),
+            "leased_entries": sum(1 for e in entries if e.rel in leased),
+            "oldest_unused_days": round((now - min((e.last_used for e in entries), default=now)) / DAY, 2),
+            "policy": policy.to_json()}
+
+
+def sweep_cache(cache_root: str | os.PathLike, output_dir: str | os.PathLike, policy: Policy, *,
+                now: float | None = None, reclaim_all: bool = False) -> dict:
+    """Remove cache entries past the age or size limit (``reclaim_all``: every entry that may be
+    removed), least recently used first; leased and recently modified entries are never touched."""
+    now = time.time() if now is None else now
+    root = Path(cache_root)
+    entries = cache_entries(root)
+    limits = policy.cache
+    lease_s = policy.lease_hours * 3600
+
+    def protected(e: Entry) -> bool:
+        return (e.rel in jobs.leased_entries(output_dir, lease_s, now)
+                or now - e.last_used < policy.min_idle_minutes * 60)
+
+    removed, kept_leased, freed = [], [], 0
+    total = sum(e.size for e in entries)
+    for e in sorted(entries, key=lambda e: e.last_used):
+        too_old = limits.max_age_days is not None and now - e.last_used > limits.max_age_days * DAY
+        too_big = limits.max_size_gb is not None and total > limits.max_size_gb * GB
+        if not (reclaim_all or too_old or too_big):
+            continue
+        # checked again right before each removal: a job may have taken a lease meanwhile
+        if protected(e):
+            kept_leased.append(e.rel)
+            continue
+        remove_path(root, e.path)
+        removed.append(e.rel)
+        freed += e.size
+        total -= e.size
+    return {"removed": removed, "freed_bytes": freed, "kept_in_use": kept_leased, "bytes_left": total,
+            "entries_left": len(entries) - len(removed)}
+
+
+def remove_path(root: Path, path: Path) -> None:
+    """Remove a file or folder; a folder is first renamed away so no reader sees it half-deleted."""
+    if path.is_dir() and not path.is_symlink():
+        trash = root / f".trash-{uuid.uuid4().hex}"
+        os.replace(path, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def sweep_outputs(places, policy: Policy, *, now: float | None = None) -> dict:
+    """Delete whole jobs (outputs, cache entries, face models; a tombstone each) past the output
+    limits, oldest first. Off unless the policy sets a limit; only Swapline's recorded jobs."""
+    from .delete import delete_job, job_output_bytes
+
+    limits = policy.outputs
+    if limits.max_age_days is None and limits.max_size_gb is None:
+        return {"deleted_jobs": []}
+    now = time.time() if now is None else now
+    lease_s = policy.lease_hours * 3600
+    running = jobs.active_jobs()
+    idxs = sorted(jobs.all_indexes(places.output_dir), key=lambda i: i.mtime)
+    sizes = {i.job_id: job_output_bytes(places, i) for i in idxs}
+    total = sum(sizes.values())
+    deleted = []
+    for idx in idxs:
+        if idx.job_id in running or now - idx.mtime < lease_s:
+            continue
+        too_old = limits.max_age_days is not None and now - idx.mtime > limits.max_age_days * DAY
+        too_big = limits.max_size_gb is not None and total > limits.max_size_gb * GB
+        if too_old or too_big:
+            delete_job(places, idx.job_id, requested_by="retention policy", request_id=None,
+                       reason="max_age_days" if too_old else "max_size_gb")
+            deleted.append(idx.job_id)
+            total -= sizes[idx.job_id]
+    return {"deleted_jobs": deleted}
