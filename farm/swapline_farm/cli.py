@@ -75,7 +75,8 @@ def _submit_specs(farm: Farm, specs) -> list[tuple[str, str]]:
     out = []
     for spec in specs:
         prev = farm.ledger.state(spec.job_id)
-        if prev and prev.get("state") in PENDING + ("done",):
+        if prev and prev.get("state") in PENDING + ("done", "cancelled"):
+            # idempotent: a job is queued once; a cancelled one stays cancelled until `retry`
             out.append((spec.job_id, f"already {prev['state']}"))
             continue
         chunks = plan_chunks(Path(spec.clip), int(farm.config.get("chunk_frames", 32)),
@@ -151,7 +152,8 @@ def cmd_run(farm: Farm, args) -> int:
     if args.address:
         ray.init(address=args.address)
     else:
-        ray.init(num_cpus=max(args.workers, os.cpu_count() or 1), include_dashboard=False)
+        # "local": a new cluster on this machine, never one another program started
+        ray.init(address="local", num_cpus=max(args.workers, os.cpu_count() or 1), include_dashboard=False)
     metrics = None
     if cfg.get("metrics_port") or args.metrics_port:
         from .metrics import FarmMetrics

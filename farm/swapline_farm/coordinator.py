@@ -185,7 +185,8 @@ class Coordinator:
         if prev and prev.get("state") == "done" and prev.get("output") and Path(prev["output"]).exists():
             run.state, run.result = "done", {k: prev.get(k) for k in ("output", "signed", "qa")}
             return jid
-        self.ledger.record(jid, "submitted", spec=spec_to_dict(job), chunks=len(chunks), priority=job.priority)
+        if not prev or prev.get("state") not in ("submitted", "retried"):     # `swapline-farm submit` wrote it
+            self.ledger.record(jid, "submitted", spec=spec_to_dict(job), chunks=len(chunks), priority=job.priority)
         for c in chunks:
             if self.store.has(c.chunk_id):                       # finished by an earlier run: content-addressed
                 run.done[c.index] = self.store.path_for(c.chunk_id)
@@ -385,7 +386,9 @@ class Coordinator:
             return
         if not isinstance(exc, FarmError):
             exc = TransientError(f"{slot.name}: {type(exc).__name__}: {exc}")
-            slot.up = False                           # the actor itself failed: wait for its health to return
+        if not isinstance(exc, ChunkTimeout):
+            slot.up = False                           # its ComfyUI or actor failed: no work until health says up
+            self._last_health = 0.0
         self._transient(task, slot, exc)
 
     def _transient(self, task: Task, slot: Slot, exc: FarmError) -> None:

@@ -338,8 +338,11 @@ class ComfyWorker:
         return {"name": self.name, "restarts": self.restarts, "ready": self._ready.is_set(), **self.proc.health()}
 
     def run_chunk(self, prompt: dict, timeout_s: float, files: dict | None = None, publish=None) -> dict:
-        if not self._ready.wait(self.startup_timeout):
-            raise TransientError(f"{self.name}: ComfyUI is not up (restarting)")
+        deadline = time.time() + self.startup_timeout
+        while not (self._ready.is_set() and self.proc.alive()):     # dead: the watchdog is restarting it
+            if time.time() > deadline:
+                raise TransientError(f"{self.name}: ComfyUI is not up (restarting)")
+            time.sleep(0.2)
         out = self.proc.run(prompt, timeout_s, files)
         out["worker"] = self.name
         if publish is not None:

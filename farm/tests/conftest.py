@@ -93,7 +93,9 @@ def farm(tmp_path, workers):
         opts = dict(work_dir=str(tmp_path / "farm"), chunk_frames=4, preroll=2, backoff_base_s=0.2,
                     backoff_max_s=1.0, health_interval_s=2.0)
         opts.update(kw)
-        return Coordinator(ChunkStore(str(tmp_path / "farm" / "chunks")), JobLedger(tmp_path / "farm" / "jobs.jsonl"),
-                           DeadLetterLedger(tmp_path / "farm" / "dead_letters.jsonl"), None, workers=workers, **opts)
+        pool = opts.pop("workers", workers)
+        root = Path(opts["work_dir"])
+        return Coordinator(ChunkStore(str(root / "chunks")), JobLedger(root / "jobs.jsonl"),
+                           DeadLetterLedger(root / "dead_letters.jsonl"), None, workers=pool, **opts)
 
     return make
