@@ -50,7 +50,9 @@ def load_manifest(path) -> list[JobSpec]:
         clip = (base / j["clip"]).resolve()
         faces = tuple((base / f).resolve() for f in (j.get("faces") or [j["face"]] if "face" in j else j["faces"]))
         wf = (base / j["workflow"]).resolve()
-        settings = dict(j.get("settings") or {})
+        # a setting naming a file next to the manifest (e.g. a LoadImage's image) becomes an absolute path
+        settings = {k: str((base / v).resolve()) if isinstance(v, str) and (base / v).is_file() else v
+                    for k, v in (j.get("settings") or {}).items()}
         out.append(JobSpec(job_id(clip, faces, wf, settings, j.get("idempotency_key")), clip, faces, wf,
                            dict(j.get("inputs") or {}), settings, j.get("priority", "normal"), j.get("webhook"),
                            Path(j["destination"]) if j.get("destination") else None, j.get("idempotency_key")))

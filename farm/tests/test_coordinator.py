@@ -3,6 +3,7 @@ dead letters, priorities, idempotency. Jobs use a pass-through workflow on small
 (each frame carries its number), so every check is on real outputs and stays cheap."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -70,7 +71,9 @@ def test_poison_chunk_is_dead_lettered_after_n_attempts_and_retry_reinjects_it(f
     attempts = entry["attempts"]
     assert [a["class"] for a in attempts] == ["ChunkTimeout"] * 3
     assert attempts[0]["worker"] != attempts[1]["worker"]        # a retry goes to another worker
-    assert all(attempts[i + 1]["time"] > attempts[i]["time"] for i in range(2))
+    # exponential backoff with jitter between attempts: base 0.2 s x 2^(n-1) x 0.5..1.5
+    gaps = [attempts[i + 1]["time"] - attempts[i]["time"] for i in range(2)]
+    assert gaps[0] >= 0.1 and gaps[1] >= 0.2, gaps
     assert [r["state"] for r in coord.ledger._rows() if r["job_id"] == poison][-1] == "dead"
 
     before = sum(d["job_id"] == poison for d in coord.dispatched)
@@ -117,3 +120,26 @@ def test_workers_answer_health_while_busy(workers):
     h = ray.get(ref, timeout=30)
     assert h["ok"] and h["alive"] and h["name"] == "w0"
     assert time.time() > 0
+
+
+def test_chunk_timeout_follows_the_median_with_a_floor(tmp_path):
+    """The adaptive limit alone (no workers needed): factor x median seconds per frame x frames."""
+    from swapline_farm.coordinator import Coordinator, JobRun
+    from swapline_farm.ledger import DeadLetterLedger, JobLedger
+    from swapline_farm.plan import ChunkSpec
+    from swapline_farm.store import ChunkStore
+
+    coord = Coordinator(ChunkStore(str(tmp_path / "s")), JobLedger(tmp_path / "j"), DeadLetterLedger(tmp_path / "d"),
+                        None, workers=[], timeout_factor=5.0, timeout_floor_s=10.0, first_timeout_s=900.0)
+    (tmp_path / "wf.json").write_text("{}")
+    job = make_job(make_video(tmp_path / "c.mp4", n=4), tmp_path / "wf.json")
+    run = JobRun(job, 0, {}, [], {})
+    chunk = ChunkSpec(job.job_id, 1, 32, 32, 8)
+    assert coord._timeout(run, chunk) == 900.0                     # too few chunks seen yet
+    coord.seconds_per_frame.extend([0.5, 0.4, 10.0])                # one outlier does not move the median
+    assert coord._timeout(run, chunk) == 5.0 * 0.5 * 40
+    coord.seconds_per_frame.clear()
+    coord.seconds_per_frame.extend([0.01] * 3)
+    assert coord._timeout(run, chunk) == 10.0                      # the floor
+    fixed = dataclasses.replace(job, settings={"farm.timeout_s": 7})
+    assert coord._timeout(JobRun(fixed, 0, {}, [], {}), chunk) == 7.0
