@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import FarmError
 
-PENDING = ("submitted", "retried", "queued", "running", "chunk_done")
+PENDING = ("submitted", "running")
 CONFIG_KEYS = {"comfy_path", "pack", "models_dir", "chunk_frames", "preroll", "max_attempts", "in_flight_per_worker",
                "timeout_factor", "timeout_floor_s", "first_timeout_s", "backoff_base_s", "backoff_max_s",
                "signing", "webhook_secret", "price_per_worker_hour", "metrics_port", "store", "worker_extra_args"}
@@ -116,7 +116,7 @@ def cmd_retry(farm: Farm, args) -> int:
     dead = farm.dead_letters.pending(jid)
     for entry in dead:
         farm.dead_letters.mark_retried(jid, entry["chunk_id"])
-    farm.ledger.record(jid, "retried", chunks=len(dead))
+    farm.ledger.record(jid, "submitted", retried=len(dead))          # queued again for `run`
     print(f"{jid}  re-queued ({len(dead)} dead-lettered chunks); `swapline-farm run` processes it")
     return 0
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import ray
 
 from .errors import ChunkTimeout, FarmError, InputError, TransientError, error_class
-from .prompts import build_chunk_prompt, farm_setting, load_workflow, staged_files
+from .prompts import build_chunk_prompt, farm_setting, load_workflow, roles, staged_files
 
 log = logging.getLogger("swapline_farm")
 PRIORITY_RANK = {"rush": 0, "normal": 1, "bulk": 2}
@@ -69,6 +69,7 @@ class Slot:
     handle: object
     in_flight: int = 0
     up: bool = True
+    misses: int = 0               # health checks in a row whose HTTP call failed
 
 
 def spec_to_dict(spec) -> dict:
@@ -149,7 +150,10 @@ class Coordinator:
                 h = ray.get(ref, timeout=15)
             except Exception as exc:  # actor dead or restarting: down until it answers again
                 h = {"name": slot.name, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-            up = bool(h.get("ok")) and bool(h.get("ready", True))
+            # A dead process or actor is down at once; a busy ComfyUI may answer HTTP late (its server
+            # shares the process with the executing prompt), so only three misses in a row count.
+            slot.misses = 0 if h.get("ok") else slot.misses + 1
+            up = bool(h.get("alive")) and bool(h.get("ready")) and slot.misses < 3
             if up != slot.up:
                 log.warning("worker %s is %s", slot.name, "up" if up else "down")
                 self._metric("worker_state", slot.name, up)
@@ -177,7 +181,7 @@ class Coordinator:
             raise InputError(f"job {jid}: priority '{job.priority}' is not one of {', '.join(PRIORITY_RANK)}")
         prev = self.ledger.state(jid)
         workflow = load_workflow(job.workflow)
-        chunks = self._plan(job)
+        chunks = self._plan(job, workflow)
         build_chunk_prompt(workflow, job, chunks[0])            # a bad workflow mapping fails here, not on a worker
         run = JobRun(job, self._seq, workflow, chunks, staged_files(job, workflow))
         self._seq += 1
@@ -185,7 +189,7 @@ class Coordinator:
         if prev and prev.get("state") == "done" and prev.get("output") and Path(prev["output"]).exists():
             run.state, run.result = "done", {k: prev.get(k) for k in ("output", "signed", "qa")}
             return jid
-        if not prev or prev.get("state") not in ("submitted", "retried"):     # `swapline-farm submit` wrote it
+        if not prev or prev.get("state") != "submitted":     # `swapline-farm submit` wrote it
             self.ledger.record(jid, "submitted", spec=spec_to_dict(job), chunks=len(chunks), priority=job.priority)
         for c in chunks:
             if self.store.has(c.chunk_id):                       # finished by an earlier run: content-addressed
@@ -197,12 +201,17 @@ class Coordinator:
             self._finish(run)
         return jid
 
-    def _plan(self, job) -> list:
+    def _plan(self, job, workflow: dict) -> list:
         from .plan import plan_chunks
 
         frames = int(farm_setting(job, "chunk_frames", self.chunk_frames))
         preroll = int(farm_setting(job, "preroll", self.preroll))
-        chunks = plan_chunks(Path(job.clip), frames, preroll)
+        # the frame range the workflow's Load Video reads (with the job's settings): only that is planned
+        video = {**workflow[roles(workflow, job)["video"]]["inputs"],
+                 **{k.split(".", 1)[1]: v for k, v in job.settings.items()
+                    if k.startswith(roles(workflow, job)["video"] + ".")}}
+        span = {k: int(video.get(k) or 0) for k in ("start", "count") if int(video.get(k) or 0)}
+        chunks = plan_chunks(Path(job.clip), frames, preroll, **span)
         return [dataclasses.replace(c, job_id=job.job_id) for c in chunks]
 
     def status(self, job_id: str) -> dict | None:
@@ -237,7 +246,7 @@ class Coordinator:
                 count += 1
         if count or run.state in ("dead", "failed"):
             run.state, run.error = "queued", None
-            self.ledger.record(job_id, "retried", chunks=count)
+            self.ledger.record(job_id, "submitted", retried=count)     # the ledger's states: queued again
         self._queue_metrics()
         return count
 
@@ -312,9 +321,8 @@ class Coordinator:
             self._fail(run, exc, slot.name)
             return
         timeout = self._timeout(run, task.chunk)
-        root = getattr(self.store, "root", None)
-        publish = (root, task.chunk.chunk_id) if isinstance(root, str) else None
-        ref = slot.handle.run_chunk.remote(prompt, timeout, run.files, publish)
+        # the worker publishes into the (shared) store itself: its output file is on its machine
+        ref = slot.handle.run_chunk.remote(prompt, timeout, run.files, (self.store, task.chunk.chunk_id))
         slot.in_flight += 1
         self.inflight[ref] = (task, slot, time.time(), timeout)
         self.dispatched.append({"job_id": task.job_id, "chunk": task.chunk.index, "worker": slot.name,
@@ -452,7 +460,8 @@ class Coordinator:
         folder = self.work_dir / "stitch"
         folder.mkdir(parents=True, exist_ok=True)
         stitched = folder / f"{jid}.mp4"
-        info = stitch([Path(run.done[i]) for i in range(len(run.chunks))], Path(run.spec.clip), stitched)
+        info = stitch([Path(run.done[i]) for i in range(len(run.chunks))], Path(run.spec.clip), stitched,
+                      start_frame=run.chunks[0].start, expected_frames=sum(c.count for c in run.chunks))
         result = finalize_job(run.spec, stitched, self.out_dir / jid, self.signing)
         return {**result, "stitch": info}
 
@@ -466,13 +475,14 @@ class Coordinator:
                 continue
             run.state, run.result = "done", result
             qa = result.get("qa") or {}
+            decision = result.get("qa_decision") or qa.get("decision")
             self.ledger.record(run.spec.job_id, "done", output=str(result.get("output")),
-                               signed=result.get("signed"), qa_decision=qa.get("decision"),
+                               signed=result.get("signed"), qa_decision=decision,
                                worker_seconds=round(run.worker_seconds, 3))
-            self._metric("job_finished", run.spec.job_id, qa.get("decision") or "none",
+            self._metric("job_finished", run.spec.job_id, decision or "none",
                          list(result.get("identity_scores") or qa.get("identity_scores") or []), run.worker_seconds)
             self._deliver(run, {"job_id": run.spec.job_id, "state": "done", "output": str(result.get("output")),
-                                "signed": result.get("signed"), "qa_decision": qa.get("decision")})
+                                "signed": result.get("signed"), "qa_decision": decision})
 
     def _deliver(self, run: JobRun, payload: dict) -> None:
         spec = run.spec
@@ -486,9 +496,10 @@ class Coordinator:
                                                                               Path(spec.destination))]
             if spec.webhook:
                 payload["webhook"] = delivery.deliver_webhook(spec.webhook, payload, self.webhook_secret)
-            self.ledger.record(spec.job_id, "delivered", **{k: payload.get(k) for k in ("delivered", "webhook")})
+            info = {k: payload.get(k) for k in ("delivered", "webhook")}
         except Exception as exc:  # the job's output stands; a failed delivery is recorded, not fatal
-            self.ledger.record(spec.job_id, "delivery_failed", error=f"{type(exc).__name__}: {exc}")
+            info = {"delivery_error": f"{type(exc).__name__}: {exc}"}
+        self.ledger.record(spec.job_id, payload["state"], **info)
 
     # -- metrics -----------------------------------------------------------------------------
     def _metric(self, name: str, *args) -> None:

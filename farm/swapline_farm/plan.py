@@ -19,9 +19,11 @@ class ChunkSpec:
         return hashlib.sha256(f"{self.job_id}:{self.start}:{self.count}:{self.preroll}".encode()).hexdigest()[:16]
 
 
-def plan_chunks(clip: Path, chunk_frames: int, preroll: int = 8, cut_aligned: bool = True) -> list[ChunkSpec]:
+def plan_chunks(clip: Path, chunk_frames: int, preroll: int = 8, cut_aligned: bool = True, *,
+                start: int = 0, count: int = 0) -> list[ChunkSpec]:
     from swapline_core.video.read import probe
 
-    n = probe(str(clip)).frame_count
-    return [ChunkSpec("", i, s, min(chunk_frames, n - s), min(preroll, s))
-            for i, s in enumerate(range(0, n, chunk_frames))]
+    total = probe(str(clip)).frame_count
+    end = total if count <= 0 else min(total, start + count)
+    return [ChunkSpec("", i, s, min(chunk_frames, end - s), min(preroll, s - start))
+            for i, s in enumerate(range(start, end, chunk_frames))]

@@ -7,7 +7,7 @@ from pathlib import Path
 import av
 
 
-def stitch(chunk_files: list[Path], original_clip: Path, out: Path) -> dict:
+def stitch(chunk_files: list[Path], original_clip: Path, out: Path, **_) -> dict:
     frames = 0
     with av.open(str(chunk_files[0])) as first, av.open(str(out), "w") as dst:
         ostream = dst.add_stream_from_template(first.streams.video[0])

@@ -234,7 +234,7 @@ class ComfyProcess:
         while True:
             if time.time() > deadline:
                 self._abort(pid)
-                raise ChunkTimeout(f"chunk prompt {pid} ran past its {timeout_s:.1f}s limit; interrupted")
+                raise ChunkTimeout(f"chunk prompt {pid} ran past its {timeout_s:g}s limit; interrupted")
             if not self.alive():
                 raise TransientError(f"ComfyUI (pid {self.proc.pid if self.proc else None}) died while running "
                                      f"prompt {pid}")
@@ -283,10 +283,8 @@ class ComfyProcess:
 
 def _publish(publish, outputs: list[str]) -> list[str]:
     """Put the chunk's file into the chunk store from the worker's machine (the store is shared)."""
-    from .store import ChunkStore
-
-    root, key = publish
-    return [ChunkStore(root).publish(key, Path(outputs[0]))]
+    store, key = publish
+    return [store.publish(key, Path(outputs[0]))]
 
 
 @ray.remote(max_concurrency=8)

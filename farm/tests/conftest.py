@@ -99,3 +99,9 @@ def farm(tmp_path, workers):
                            DeadLetterLedger(root / "dead_letters.jsonl"), None, workers=pool, **opts)
 
     return make
+
+
+def ledger_rows(coord) -> list[dict]:
+    """Every line of a coordinator's job ledger (append-only JSONL, as the contract says)."""
+    path = Path(coord.work_dir) / "jobs.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]

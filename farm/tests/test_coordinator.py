@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from conftest import REPO, SAMPLES, make_job
+from conftest import REPO, SAMPLES, ledger_rows, make_job
 from PIL import Image
 
 from devtools.test_media import make_video, read_stamp
@@ -34,7 +34,7 @@ def test_batch_over_two_workers_is_chunked_stitched_and_idempotent(farm, passthr
         out = coord.status(jid)["output"]
         n = 10 + clips.index(clip)
         assert stamps(out) == list(range(n))          # pre-roll dropped, chunks in order, no gap or overlap
-    submitted = [r for r in coord.ledger._rows() if r["state"] == "submitted"]
+    submitted = [r for r in ledger_rows(coord) if r["state"] == "submitted"]
     assert len(submitted) == 3
 
     # The same manifest again, in a new coordinator over the same ledger and store: nothing runs.
@@ -59,10 +59,11 @@ def test_rush_job_starts_before_ten_earlier_bulk_jobs(farm, passthrough, tmp_pat
 
 def test_poison_chunk_is_dead_lettered_after_n_attempts_and_retry_reinjects_it(farm, passthrough, tmp_path):
     good = [make_video(tmp_path / f"g{i}.mp4", n=6) for i in range(2)]
-    heavy = make_video(tmp_path / "heavy.mp4", n=40, w=320, h=240)
+    # several seconds of encoding: an interrupt always lands before it could finish (and be cached)
+    heavy = make_video(tmp_path / "heavy.mp4", n=120, w=640, h=480)
     coord = farm(max_attempts=3, chunk_frames=8)
     # A chunk that always fails transiently: its job allows 0.05 s per chunk, so every attempt times out.
-    poison = coord.submit(make_job(heavy, passthrough, settings={"farm.timeout_s": 0.05, "farm.chunk_frames": 40}))
+    poison = coord.submit(make_job(heavy, passthrough, settings={"farm.timeout_s": 0.05, "farm.chunk_frames": 200}))
     ok = [coord.submit(make_job(c, passthrough)) for c in good]
     coord.run_until_idle(timeout_s=600)
     assert all(coord.status(j)["state"] == "done" for j in ok)
@@ -74,7 +75,7 @@ def test_poison_chunk_is_dead_lettered_after_n_attempts_and_retry_reinjects_it(f
     # exponential backoff with jitter between attempts: base 0.2 s x 2^(n-1) x 0.5..1.5
     gaps = [attempts[i + 1]["time"] - attempts[i]["time"] for i in range(2)]
     assert gaps[0] >= 0.1 and gaps[1] >= 0.2, gaps
-    assert [r["state"] for r in coord.ledger._rows() if r["job_id"] == poison][-1] == "dead"
+    assert [r["state"] for r in ledger_rows(coord) if r["job_id"] == poison][-1] == "dead"
 
     before = sum(d["job_id"] == poison for d in coord.dispatched)
     assert coord.retry(poison) == 1
@@ -85,9 +86,9 @@ def test_poison_chunk_is_dead_lettered_after_n_attempts_and_retry_reinjects_it(f
 
 
 def test_worker_that_failed_a_job_twice_never_gets_it_again(farm, passthrough, tmp_path):
-    heavy = make_video(tmp_path / "heavy.mp4", n=40, w=320, h=240)
+    heavy = make_video(tmp_path / "heavy.mp4", n=121, w=640, h=480)      # not the poison test's job
     coord = farm(max_attempts=6, chunk_frames=8)
-    jid = coord.submit(make_job(heavy, passthrough, settings={"farm.timeout_s": 0.05, "farm.chunk_frames": 40}))
+    jid = coord.submit(make_job(heavy, passthrough, settings={"farm.timeout_s": 0.05, "farm.chunk_frames": 200}))
     coord.run_until_idle(timeout_s=600)
     [entry] = coord.dead_letters.pending(jid)
     workers = [a["worker"] for a in entry["attempts"]]
@@ -110,7 +111,7 @@ def test_input_error_fails_the_job_at_once_with_the_nodes_message(farm, tmp_path
     st = coord.status(jid)
     assert st["state"] == "failed"
     assert sum(d["job_id"] == jid for d in coord.dispatched) == 1       # never retried
-    failed = [r for r in coord.ledger._rows() if r["job_id"] == jid and r["state"] == "failed"][0]
+    failed = [r for r in ledger_rows(coord) if r["job_id"] == jid and r["state"] == "failed"][0]
     assert failed["details"]["node_type"] == "SwaplineBuildFaceModel", failed
     assert coord.dead_letters.pending(jid) == []
 

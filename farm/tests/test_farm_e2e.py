@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import ray
 import requests
-from conftest import FARM, REPO, SAMPLES, make_job
+from conftest import FARM, REPO, SAMPLES, ledger_rows, make_job
 
 from swapline_core.video.read import iter_frames
 from swapline_core.video.write import VideoWriter
@@ -74,7 +74,7 @@ def test_killed_worker_job_completes_and_matches_single_worker_run(farm, workers
     st = coord.status(job.job_id)
     assert killed, "the worker was never seen running a chunk"
     assert st["state"] == "done", st
-    retried = [r for r in coord.ledger._rows() if r["state"] == "chunk_done" and r["attempts"] > 1]
+    retried = [r for r in ledger_rows(coord) if r["state"] == "chunk_done" and r["attempts"] > 1]
     assert retried, "no chunk needed a second attempt: the kill did not hit a running chunk"
     chunked = decode(st["output"])
     assert len(chunked) == FRAMES
