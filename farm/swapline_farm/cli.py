@@ -19,7 +19,7 @@ from .errors import FarmError
 PENDING = ("submitted", "running")
 CONFIG_KEYS = {"comfy_path", "pack", "models_dir", "chunk_frames", "preroll", "max_attempts", "in_flight_per_worker",
                "timeout_factor", "timeout_floor_s", "first_timeout_s", "backoff_base_s", "backoff_max_s",
-               "signing", "webhook_secret", "price_per_worker_hour", "metrics_port", "store", "worker_extra_args"}
+               "signing", "qa", "webhook_secret", "price_per_worker_hour", "metrics_port", "store", "worker_extra_args"}
 
 
 class Farm:
@@ -166,7 +166,8 @@ def cmd_run(farm: Farm, args) -> int:
         farm.store(), farm.ledger, farm.dead_letters, metrics, workers=args.workers,
         max_attempts=int(cfg.get("max_attempts", 3)), comfy_path=comfy, work_dir=str(farm.root),
         out_dir=str(farm.root / "outputs"), pack=cfg.get("pack"), models_dir=cfg.get("models_dir"),
-        signing=cfg.get("signing"), webhook_secret=secret.encode() if isinstance(secret, str) else secret,
+        signing=cfg.get("signing"), qa=cfg.get("qa"),
+        webhook_secret=secret.encode() if isinstance(secret, str) else secret,
         worker_extra_args=cfg.get("worker_extra_args", ()),
         **{k: cfg[k] for k in ("chunk_frames", "preroll", "in_flight_per_worker", "timeout_factor",
                                "timeout_floor_s", "first_timeout_s", "backoff_base_s", "backoff_max_s") if k in cfg})

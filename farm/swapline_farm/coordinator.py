@@ -94,6 +94,7 @@ class Coordinator:
                  chunk_frames: int = 32, preroll: int = 8, in_flight_per_worker: int = 1,
                  timeout_factor: float = 5.0, timeout_floor_s: float = 60.0, first_timeout_s: float = 900.0,
                  backoff_base_s: float = 1.0, backoff_max_s: float = 60.0, signing: dict | None = None,
+                 qa: dict | None = None,
                  webhook_secret: bytes | None = None, pack: str | None = None, models_dir: str | None = None,
                  gpus_per_worker: int | None = None, worker_extra_args=(), health_interval_s: float = 5.0):
         self.store, self.ledger, self.dead_letters, self.metrics = store, ledger, dead_letters, metrics
@@ -105,7 +106,7 @@ class Coordinator:
         self.timeout_factor, self.timeout_floor_s = timeout_factor, timeout_floor_s
         self.first_timeout_s = first_timeout_s
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
-        self.signing, self.webhook_secret = signing, webhook_secret
+        self.signing, self.webhook_secret, self.qa = signing, webhook_secret, qa
         self.health_interval_s = health_interval_s
         self.jobs: dict[str, JobRun] = {}
         self.queue: list[Task] = []
@@ -181,6 +182,9 @@ class Coordinator:
             raise InputError(f"job {jid}: priority '{job.priority}' is not one of {', '.join(PRIORITY_RANK)}")
         prev = self.ledger.state(jid)
         workflow = load_workflow(job.workflow)
+        # a hand-made JobSpec may leave roles out: name them (the data plane reads job.inputs["video"])
+        found = {k: v for k, v in roles(workflow, job).items() if v is not None}
+        job = dataclasses.replace(job, inputs={**found, **dict(job.inputs or {})})
         chunks = self._plan(job, workflow)
         build_chunk_prompt(workflow, job, chunks[0])            # a bad workflow mapping fails here, not on a worker
         run = JobRun(job, self._seq, workflow, chunks, staged_files(job, workflow))
@@ -462,7 +466,8 @@ class Coordinator:
         stitched = folder / f"{jid}.mp4"
         info = stitch([Path(run.done[i]) for i in range(len(run.chunks))], Path(run.spec.clip), stitched,
                       start_frame=run.chunks[0].start, expected_frames=sum(c.count for c in run.chunks))
-        result = finalize_job(run.spec, stitched, self.out_dir / jid, self.signing)
+        extra = {} if self.qa is None else {"qa": self.qa}          # e.g. {"enabled": False}: no whole-clip QA
+        result = finalize_job(run.spec, stitched, self.out_dir / jid, self.signing, **extra)
         return {**result, "stitch": info}
 
     def _reap_finishing(self) -> None:

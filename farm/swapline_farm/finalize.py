@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 
-def finalize_job(job, stitched: Path, out_dir: Path, signing: dict | None) -> dict:
+def finalize_job(job, stitched: Path, out_dir: Path, signing: dict | None, **_) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     dest = out_dir / f"{job.job_id}.mp4"

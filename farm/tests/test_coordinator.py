@@ -28,7 +28,7 @@ def test_batch_over_two_workers_is_chunked_stitched_and_idempotent(farm, passthr
     assert coord.submit(make_job(clips[0], passthrough)) == ids[0]          # same content, same job
     assert len(coord.jobs) == 3 and len(coord.queue) == 3 + 3 + 3           # 10-12 frames in chunks of 4
     states = coord.run_until_idle(timeout_s=600)
-    assert set(states.values()) == {"done"}, [coord.status(j) for j in ids]
+    assert set(states.values()) == {"done"}, [coord.status(j)["error"] for j in ids]
     assert {d["worker"] for d in coord.dispatched} == {"w0", "w1"}            # both workers took chunks
     for clip, jid in zip(clips, ids):
         out = coord.status(jid)["output"]
@@ -123,7 +123,7 @@ def test_workers_answer_health_while_busy(workers):
     assert time.time() > 0
 
 
-def test_chunk_timeout_follows_the_median_with_a_floor(tmp_path):
+def test_chunk_timeout_follows_the_median_with_a_floor(tmp_path, passthrough):
     """The adaptive limit alone (no workers needed): factor x median seconds per frame x frames."""
     from swapline_farm.coordinator import Coordinator, JobRun
     from swapline_farm.ledger import DeadLetterLedger, JobLedger
@@ -132,8 +132,7 @@ def test_chunk_timeout_follows_the_median_with_a_floor(tmp_path):
 
     coord = Coordinator(ChunkStore(str(tmp_path / "s")), JobLedger(tmp_path / "j"), DeadLetterLedger(tmp_path / "d"),
                         None, workers=[], timeout_factor=5.0, timeout_floor_s=10.0, first_timeout_s=900.0)
-    (tmp_path / "wf.json").write_text("{}")
-    job = make_job(make_video(tmp_path / "c.mp4", n=4), tmp_path / "wf.json")
+    job = make_job(make_video(tmp_path / "c.mp4", n=4), passthrough)
     run = JobRun(job, 0, {}, [], {})
     chunk = ChunkSpec(job.job_id, 1, 32, 32, 8)
     assert coord._timeout(run, chunk) == 900.0                     # too few chunks seen yet

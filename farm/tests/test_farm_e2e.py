@@ -64,7 +64,7 @@ def test_killed_worker_job_completes_and_matches_single_worker_run(farm, workers
     clip = short_sample(tmp_path)
     job = swap_job(clip)
     before = ray.get(workers[0].health.remote())["restarts"]
-    coord = farm(chunk_frames=4, preroll=2, work_dir=str(tmp_path / "chunked"))
+    coord = farm(chunk_frames=4, preroll=2, work_dir=str(tmp_path / "chunked"), qa=None)   # QA on the whole clip
     coord.submit(job)
     killed: dict = {}
     t = threading.Thread(target=kill_mid_chunk, args=(coord, workers[0], "w0", killed))
@@ -107,13 +107,17 @@ def test_cli_run_submit_status_list_retry_cancel_logs(tmp_path):
     wf = tmp_path / "pass.json"
     from conftest import passthrough_workflow
 
-    wf.write_text(json.dumps(passthrough_workflow()))
+    # a source node the pass-through does not use: manifests always name the job's face
+    wf.write_text(json.dumps({**passthrough_workflow(),
+                              "3": {"class_type": "LoadImage", "inputs": {"image": "face.png"}}}))
     manifest = tmp_path / "manifest.yaml"
-    manifest.write_text("jobs:\n" + "".join(f"  - clip: {c.name}\n    faces: []\n    workflow: pass.json\n"
+    face = SAMPLES / "source_face.png"
+    manifest.write_text("jobs:\n" + "".join(f"  - clip: {c.name}\n    faces: [{face}]\n    workflow: pass.json\n"
                                             for c in clips))
     farm_dir = tmp_path / "farm"
     farm_dir.mkdir()
-    (farm_dir / "farm.yaml").write_text(f"comfy_path: {REPO / '.comfy' / 'ComfyUI'}\nchunk_frames: 4\npreroll: 2\n")
+    (farm_dir / "farm.yaml").write_text(f"comfy_path: {REPO / '.comfy' / 'ComfyUI'}\nchunk_frames: 4\npreroll: 2\n"
+                                          "qa: {enabled: false}\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FARM), str(REPO)]))
 
     def cli(*args, check=True):

@@ -1,6 +1,7 @@
 """build_chunk_prompt on the shipped API workflows: what each chunk prompt reads, drops and writes."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -105,7 +106,7 @@ def test_clear_errors(clip, tmp_path):
     ui = tmp_path / "ui.json"
     ui.write_text(json.dumps({"nodes": [], "links": []}))
     with pytest.raises(InputError, match="UI-format"):
-        build_chunk_prompt(ui, make_job(clip, ui), chunk(job))
+        build_chunk_prompt(ui, dataclasses.replace(job, workflow=ui), chunk(job))
     stride = make_job(clip, BUILTIN, faces=[SAMPLES / "source_face.png"], settings={"1.stride": 2})
     with pytest.raises(InputError, match="stride 1"):
         build_chunk_prompt(BUILTIN, stride, chunk(stride))
