@@ -152,8 +152,12 @@ def cmd_run(farm: Farm, args) -> int:
     if args.address:
         ray.init(address=args.address)
     else:
-        # "local": a new cluster on this machine, never one another program started
-        ray.init(address="local", num_cpus=max(args.workers, os.cpu_count() or 1), include_dashboard=False)
+        # "local": a new cluster on this machine, never one another program started; its workers import
+        # this farm and the core even when the farm is run from a checkout without `pip install`
+        here = Path(__file__).resolve().parents[1]
+        path = os.pathsep.join(p for p in (str(here), str(here.parent), os.environ.get("PYTHONPATH", "")) if p)
+        ray.init(address="local", num_cpus=max(args.workers, os.cpu_count() or 1), include_dashboard=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
     metrics = None
     if cfg.get("metrics_port") or args.metrics_port:
         from .metrics import FarmMetrics
