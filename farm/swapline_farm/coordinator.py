@@ -273,6 +273,7 @@ class Coordinator:
         # the worker publishes into the (shared) store itself: its output file is on its machine
         ref = slot.handle.run_chunk.remote(prompt, timeout, run.files, (self.store, task.chunk.chunk_id))
         slot.in_flight += 1
+        slot.peak = max(slot.peak, slot.in_flight)
         self.inflight[ref] = (task, slot, time.time(), timeout)
         self.dispatched.append({"job_id": task.job_id, "chunk": task.chunk.index, "worker": slot.name,
                                 "attempt": len(task.attempts) + 1, "time": time.time()})

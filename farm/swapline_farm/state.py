@@ -44,6 +44,7 @@ class Slot:
     in_flight: int = 0
     up: bool = True
     misses: int = 0               # health checks in a row whose HTTP call failed
+    peak: int = 0                 # most chunks it ever had in flight (backpressure, for tests and logs)
 
 
 def spec_to_dict(spec) -> dict:

@@ -30,6 +30,7 @@ def test_batch_over_two_workers_is_chunked_stitched_and_idempotent(farm, passthr
     states = coord.run_until_idle(timeout_s=600)
     assert set(states.values()) == {"done"}, [coord.status(j)["error"] for j in ids]
     assert {d["worker"] for d in coord.dispatched} == {"w0", "w1"}            # both workers took chunks
+    assert [s.peak for s in coord.slots] == [1, 1]         # backpressure: one chunk in flight per worker
     for clip, jid in zip(clips, ids):
         out = coord.status(jid)["output"]
         n = 10 + clips.index(clip)
