@@ -337,6 +337,7 @@ class Coordinator:
     def _failed(self, task: Task, slot: Slot, exc: BaseException) -> None:
         run = self.jobs[task.job_id]
         if run.state in ("cancelled", "failed"):
+            self._metric("chunk_failed", slot.name, error_class(exc), False)    # every started chunk ends once
             return
         if isinstance(exc, InputError):
             self._metric("chunk_failed", slot.name, error_class(exc), False)
