@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from conftest import REPO, SAMPLES, ledger_rows, make_job
+from farm_helpers import REPO, SAMPLES, ledger_rows, make_job
 from PIL import Image
 
 from devtools.test_media import make_video, read_stamp

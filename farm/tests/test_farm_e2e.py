@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import ray
 import requests
-from conftest import FARM, REPO, SAMPLES, ledger_rows, make_job
+from farm_helpers import FARM, REPO, SAMPLES, ledger_rows, make_job
 
 from swapline_core.video.read import iter_frames
 from swapline_core.video.write import VideoWriter
@@ -105,7 +105,7 @@ def test_cli_run_submit_status_list_retry_cancel_logs(tmp_path):
 
     clips = [make_video(tmp_path / f"c{i}.mp4", n=6 + i) for i in range(2)]
     wf = tmp_path / "pass.json"
-    from conftest import passthrough_workflow
+    from farm_helpers import passthrough_workflow
 
     # a source node the pass-through does not use: manifests always name the job's face
     wf.write_text(json.dumps({**passthrough_workflow(),

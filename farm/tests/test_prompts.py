@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 import pytest
-from conftest import REPO, SAMPLES, make_job, passthrough_workflow
+from farm_helpers import REPO, SAMPLES, make_job, passthrough_workflow
 from swapline_farm.errors import InputError
 from swapline_farm.plan import ChunkSpec
 from swapline_farm.prompts import (
