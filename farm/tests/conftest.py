@@ -1,17 +1,26 @@
-"""Farm tests: a real local Ray and real ComfyUI workers (CPU), shared by the session.
+"""Farm tests: the repository root (swapline_core, devtools) and farm/ (swapline_farm) on sys.path.
 
-Ray is imported unguarded: without it these tests fail at collection instead of skipping.
+farm-exec's fixtures: a real local Ray and real ComfyUI workers (CPU), shared by the session. Ray is
+imported unguarded: without it these tests fail at collection instead of skipping.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
+import sys
 from pathlib import Path
 
-import pytest
-import ray
-from farm_helpers import ARTIFACTS, COMFY, FARM, REPO, passthrough_workflow
+FARM = Path(__file__).resolve().parent.parent
+REPO = FARM.parent
+for p in (str(FARM), str(REPO)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+
+import pytest  # noqa: E402
+import ray  # noqa: E402
+from farm_helpers import ARTIFACTS, COMFY, passthrough_workflow  # noqa: E402
 
 
 @pytest.fixture(scope="session")
