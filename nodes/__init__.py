@@ -22,6 +22,7 @@ MODULES = {
     "masks": ("MaskOptionsNode",),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
     "video_io": ("VideoToFrames", "FramesToVideo"),
+    "frames_trim": ("TrimFrames",),
     "qa": ("QAGate",),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),

@@ -39,6 +39,7 @@ from swapline_core.provenance.hashing import sha256_file
 from swapline_core.video.probe import FOLDER_EXTS, natural_key
 
 PRIORITIES = ("rush", "normal", "bulk")        # rush never waits behind bulk
+FARM_SETTINGS = ("chunk_frames", "preroll", "timeout_s")   # "farm.<name>" settings (swapline_farm.prompts)
 FACE_IMAGE_EXTS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp"})
 FACE_MODEL_EXTS = frozenset({".safetensors"})
 ROLES = ("video", "source", "output")
@@ -163,10 +164,17 @@ def job_id(clip, faces, workflow, settings, idempotency_key: str | None = None, 
     for f in faces:
         h.update(b"\0face\0" + content_hash(f).encode())
     h.update(b"\0workflow\0" + canonical_json(wf))
-    h.update(b"\0settings\0" + canonical_json(dict(settings or {})))
+    h.update(b"\0settings\0" + canonical_json({k: _setting_identity(v) for k, v in dict(settings or {}).items()}))
     if inputs:
         h.update(b"\0inputs\0" + canonical_json(dict(inputs)))
     return h.hexdigest()[:_ID_HEX]
+
+
+def _setting_identity(value):
+    """A file-valued setting counts by its content (the same image elsewhere is the same job)."""
+    if isinstance(value, str) and os.path.isabs(value) and os.path.isfile(value):
+        return "sha256:" + content_hash(value)
+    return value
 
 
 # -- workflows ------------------------------------------------------------------------------
@@ -258,7 +266,7 @@ def resolve_inputs(wf: dict, given: dict, manifest=None, prefix: str = "") -> di
     return out
 
 
-def check_settings(wf: dict, settings: dict, manifest=None, prefix: str = "") -> dict:
+def check_settings(wf: dict, settings: dict, manifest=None, prefix: str = "", base: Path | None = None) -> dict:
     """``{"<node id>.<input>": scalar}``; the node and input must exist (typos fail here, not on a worker)."""
     if not isinstance(settings, dict):
         raise ManifestError(manifest, f"{prefix}settings", "must be a mapping of \"<node id>.<input name>\": value")
@@ -266,6 +274,12 @@ def check_settings(wf: dict, settings: dict, manifest=None, prefix: str = "") ->
     for key, value in settings.items():
         fld = f"{prefix}settings.{key}"
         nid, dot, name = str(key).partition(".")
+        if nid == "farm":
+            # the farm's own per-job settings (swapline_farm.prompts.FARM_SETTING), not node inputs
+            if name not in FARM_SETTINGS or not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ManifestError(manifest, fld, f"farm settings are {', '.join(FARM_SETTINGS)}, each a number")
+            out[str(key)] = value
+            continue
         if not dot or not nid or not name:
             raise ManifestError(manifest, fld, "keys are \"<node id>.<input name>\", e.g. \"9.color_match\"")
         if nid not in wf:
@@ -279,6 +293,10 @@ def check_settings(wf: dict, settings: dict, manifest=None, prefix: str = "") ->
                                                "setting; change the workflow instead")
         if not (value is None or isinstance(value, (str, int, float, bool))):
             raise ManifestError(manifest, fld, f"must be a string, number or boolean, not {type(value).__name__}")
+        if isinstance(value, str) and base is not None and value.strip() and (base / value).is_file():
+            # a file next to the manifest (e.g. a LoadImage's image): absolute, so the coordinator can
+            # stage it onto each worker; the job id hashes its bytes, not where it lies
+            value = str((base / value).resolve())
         out[str(key)] = value
     return dict(sorted(out.items()))
 
@@ -384,7 +402,7 @@ def build_job(job: dict, base: Path, manifest=None, prefix: str = "") -> JobSpec
         raise ManifestError(manifest, f"{prefix}faces", f"the workflow's source node '{inputs['source']}' is a "
                                                         f"{src_cls}, which takes {takes}; give {give} or another "
                                                         "workflow")
-    settings = check_settings(wf, job.get("settings") or {}, manifest, prefix)
+    settings = check_settings(wf, job.get("settings") or {}, manifest, prefix, base)
     priority = job.get("priority", "normal")
     if priority not in PRIORITIES:
         raise ManifestError(manifest, f"{prefix}priority", f"'{priority}' is not one of {', '.join(PRIORITIES)}")
