@@ -81,6 +81,15 @@ if ! stamp_ok pack-reqs "$key"; then
   stamp_set pack-reqs "$key"
 fi
 
+# swapline-farm (farm/, a separate distribution: Ray, prometheus-client, the S3 emulator for its
+# tests) into the same venv, editable, so `swapline-farm` and farm/tests use this checkout.
+key=$(hash_of farm/pyproject.toml locks/comfyui-0.3.75.lock.txt)
+if ! stamp_ok farm-reqs "$key"; then
+  log "installing swapline-farm (Ray) and its test tools"
+  "${PIP[@]}" -e "./farm[s3,test]" -c locks/comfyui-0.3.75.lock.txt
+  stamp_set farm-reqs "$key"
+fi
+
 # Browser tests (tests/browser) drive Debian's Chromium through Playwright; Playwright's own
 # browser download is never used. Without apt-get (or root/sudo) this step is skipped and the
 # browser tests skip with that reason; where apt-get can run, a failed install stops setup.

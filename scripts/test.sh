@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run Swapline's tests on both ComfyUI versions CI supports (sets everything up first if needed):
-#   ComfyUI 0.3.75 (.comfy/ComfyUI, .venv):        the whole suite
+#   ComfyUI 0.3.75 (.comfy/ComfyUI, .venv):        the whole suite, then swapline-farm's (farm/tests:
+#       a real local Ray with real ComfyUI 0.3.75 workers)
 #   ComfyUI 0.33.0 (.comfy/ComfyUI-0.33, .venv-0.33): integration and browser tests, plus the unit
 #       tests that import ComfyUI itself (tests/inprocess.py); the rest of the unit tests never
 #       touch ComfyUI, so a second run of them would test nothing new.
@@ -24,6 +25,13 @@ if [ "$which" != 0.33 ]; then
   start=$SECONDS
   .venv/bin/python -m pytest tests "$@" || rc=$?
   echo "=== ComfyUI 0.3.75: pytest exit $rc, $((SECONDS - start)) s ==="
+  # a second pytest run: farm/tests has its own conftest (Ray, workers) that must not mix with tests/
+  echo "=== swapline-farm: farm/tests on ComfyUI 0.3.75 workers ==="
+  start=$SECONDS
+  rcf=0
+  .venv/bin/python -m pytest farm/tests "$@" || rcf=$?
+  echo "=== swapline-farm: pytest exit $rcf, $((SECONDS - start)) s ==="
+  [ "$rc" != 0 ] || rc=$rcf
 fi
 if [ "$which" != 0.3.75 ]; then
   if [ ! -x .venv-0.33/bin/python ] || [ ! -f .comfy/ComfyUI-0.33/main.py ]; then
