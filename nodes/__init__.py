@@ -22,7 +22,7 @@ MODULES = {
     "masks": ("MaskOptionsNode",),
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
     "video_io": ("VideoToFrames", "FramesToVideo"),
-    "qa": ("QAGate",),
+    "qa": ("QAGate", "SafetyClassifierLoader"),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
     "vae": ("TiledVAEEncode",),

@@ -154,7 +154,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                    faces: Sequence[Sequence[Face]], source: SourceIdentity, prev: tuple | None = None,
                    first_index: int = 0, thresholds: QAThresholds | None = None,
                    sample_every: int = 1, seconds: dict | None = None,
-                   occluders: Callable | None = None, cuts: Sequence[int] = ()) -> list[dict]:
+                   occluders: Callable | None = None, cuts: Sequence[int] = (), safety=None) -> list[dict]:
     """One record per frame of the chunk, with the raw per-face metrics (reasons and status are
     filled by :func:`finalize`, which needs the whole clip for the expression window).
 
@@ -165,7 +165,9 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
     ``occluders(frame_index, original_frame, face)`` (optional) returns the target's occluder mask
     for one face (full frame, bool or 0..1), e.g. from the mask stack; without it the gate uses
     its own estimate (:func:`metrics_image.estimate_occluder`). ``cuts``: clip indices where a new
-    shot starts; flicker is not measured across a cut (no previous frame).
+    shot starts; flicker is not measured across a cut (no previous frame). ``safety`` (optional,
+    :class:`safety.SafetyClassifier`) scores every evaluated output frame, faces or not; the
+    score goes into the frame's record and never changes its status.
     """
     seconds = seconds if seconds is not None else {}
     check_recognizer(source, analyzer)
@@ -215,6 +217,12 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         analyzer.embed(imgs, orig_faces + swap_faces)
         _landmarks(analyzer, imgs, orig_faces + swap_faces)
     seconds["embed"] = seconds.get("embed", 0.0) + time.perf_counter() - t0
+    scores: dict[int, float] = {}
+    if safety is not None:
+        t0 = time.perf_counter()
+        on_grid = [k for k in range(n) if (first_index + k) % step == 0]
+        scores = dict(zip(on_grid, safety.score([swapped[k] for k in on_grid]))) if on_grid else {}
+        seconds["safety"] = seconds.get("safety", 0.0) + time.perf_counter() - t0
 
     records: list[dict] = []
     j = 0
@@ -225,7 +233,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
             records.append({"frame": index, "status": "skipped", "faces": []})
             continue
         if not faces[k]:
-            records.append({"frame": index, "status": "no_face", "faces": []})
+            records.append({"frame": index, "status": "no_face", "faces": [], **_safety(scores, k)})
             continue
         if index in cuts:
             prev_o, prev_s = None, None
@@ -265,10 +273,14 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 **{key: _r(v) for key, v in expr.items()}, "expression_corr": None,   # see finalize
                 **{key: _r(img.get(key)) for key in IMAGE_KEYS},
                 "occluder_source": img.get("occluder_source"), "reasons": []})
-        records.append({"frame": index, "status": "ok", "faces": face_records})
+        records.append({"frame": index, "status": "ok", "faces": face_records, **_safety(scores, k)})
         j += 1
     seconds["pixels"] = seconds.get("pixels", 0.0) + time.perf_counter() - t0
     return records
+
+
+def _safety(scores: dict, k: int) -> dict:
+    return {"safety": _r(scores[k])} if k in scores else {}
 
 
 IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio", "bleed", "offface")
@@ -302,19 +314,19 @@ def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None)
 def evaluate_frames(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
                     faces: Sequence[Sequence[Face]], source: SourceIdentity,
                     thresholds: QAThresholds | None = None, occluders: Callable | None = None,
-                    skipped: dict | None = None) -> dict:
+                    skipped: dict | None = None, safety=None) -> dict:
     """The full report for frames held in memory (still images, calibration, tests)."""
     th = thresholds or QAThresholds()
     acc = QAAccumulator()
     acc.add(finalize(evaluate_chunk(analyzer, originals, swapped, faces, source, None, 0, th,
-                                    occluders=occluders), th, skipped))
-    return acc.report(th, skipped=skipped)
+                                    occluders=occluders, safety=safety), th, skipped))
+    return acc.report(th, skipped=skipped, safety_model=safety.describe() if safety is not None else None)
 
 
 def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, analyzer,
            thresholds: QAThresholds | None = None, hooks=None, sample_every: int = 1,
            models: list[dict] | None = None, store_root: str | None = None,
-           occluders: Callable | None = None, skipped: dict | None = None) -> dict:
+           occluders: Callable | None = None, skipped: dict | None = None, safety=None) -> dict:
     """Stream both sequences chunk by chunk and return the full QA report.
 
     ``seq_original`` is usually ``dataclasses.replace(seq_swapped, layers=())``. With
@@ -322,7 +334,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     interrupt or a crash evaluates only the chunks not done yet and reports the same (the
     clip-wide steps run on the records afterwards, see :func:`finalize`). ``occluders`` and
     ``skipped``: see :func:`evaluate_chunk` and :func:`finalize`; an ``occluders`` callable
-    should carry a ``key`` attribute (what its masks depend on) for the resume key.
+    should carry a ``key`` attribute (what its masks depend on) for the resume key. ``safety``:
+    the content-safety classifier (:mod:`.safety`), or None.
     """
     th = thresholds or QAThresholds()
     step = max(1, int(sample_every))
@@ -342,7 +355,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         key = stage_key("qa", seq_original.key, seq_swapped.key, faces_key(faces),
                         stage_key(source.embedding.round(5).tolist()), getattr(analyzer, "name", None),
                         model_stamp(analyzer), th.to_json(), step,
-                        None if occluders is None else getattr(occluders, "key", repr(occluders)))
+                        None if occluders is None else getattr(occluders, "key", repr(occluders)),
+                        None if safety is None else safety.key)
         store = ChunkStore(store_root, key, {"stage": "qa"})
     acc = QAAccumulator()
     seconds: dict = {"decode": 0.0}
@@ -368,7 +382,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         rng = seq_swapped.chunk_range(c)
         records = evaluate_chunk(analyzer, orig, swp, [faces.frames[i].faces for i in rng], source,
                                  prev, rng.start, th, sample_every, seconds, occluders,
-                                 cuts=frozenset(getattr(faces, "cuts", ())))
+                                 cuts=frozenset(getattr(faces, "cuts", ())), safety=safety)
         if store is not None:
             store.save(c, {"records": np.frombuffer(json.dumps(records).encode(), np.uint8)})
         acc.add(records)
@@ -380,8 +394,10 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         raise ValueError(f"QA read {len(acc.records)} frames but the clip has {seq_swapped.count}")
     models = models if models is not None else [
         {"role": "qa_analyzer", "name": getattr(analyzer, "name", "?"), "recognizer": analyzer.recognizer_name}]
+    if safety is not None:
+        models = [*models, {"role": "content_safety", **safety.describe()}]
     finalize(acc.records, th, skipped)
-    rep = acc.report(th, models, skipped)
+    rep = acc.report(th, models, skipped, safety.describe() if safety is not None else None)
     rep["sample_every"] = step
     rep["seconds"] = {k: round(v, 3) for k, v in seconds.items()}
     rep["chunks_resumed"] = resumed
