@@ -51,7 +51,7 @@ from .decide import (  # noqa: F401
     thresholds_for,
 )
 from .decide import r as _r
-from .metrics_expression import add_window_correlation, expression_values
+from .metrics_expression import add_window_correlation, expression_values, mouth_probe
 from .metrics_image import image_metrics
 
 # Flicker is a ratio of mean absolute differences (0..255 grey levels). Added to both sides so a
@@ -216,6 +216,25 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         imgs = [originals[k] for k in todo] + [swapped[k] for k in todo]
         analyzer.embed(imgs, orig_faces + swap_faces)
         _landmarks(analyzer, imgs, orig_faces + swap_faces)
+    # The result's mouth is read on the target's geometry and face: a probe image per face (the
+    # target frame with the result's lower face in it, metrics_expression.mouth_probe) fitted from
+    # the target's keypoints, so what the swap did to the eyes and nose does not move the mouth.
+    expr_faces: list[list[Face]] = []
+    if todo and getattr(analyzer, "supports_landmarks", hasattr(analyzer, "landmarks68")):
+        probes, probe_faces = [], []
+        for j, k in enumerate(todo):
+            row = []
+            for o in orig_faces[j]:
+                e = o.copy(landmarks=None, embedding=None)
+                row.append(e)
+                if o.landmarks is not None:
+                    probes.append(mouth_probe(originals[k], swapped[k], o.landmarks))
+                    probe_faces.append([e])
+            expr_faces.append(row)
+        if probes:
+            analyzer.landmarks68(probes, probe_faces)
+    else:
+        expr_faces = [[o.copy(landmarks=None) for o in fs] for fs in orig_faces]
     seconds["embed"] = seconds.get("embed", 0.0) + time.perf_counter() - t0
     scores: dict[int, float] = {}
     if safety is not None:
@@ -242,7 +261,8 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         else:
             prev_o, prev_s = prev if prev is not None else (None, None)
         face_records = []
-        for t, o, s, red, ofound in zip(faces[k], orig_faces[j], swap_faces[j], redetected[j], orig_found[j]):
+        for t, o, s, red, ofound, e in zip(faces[k], orig_faces[j], swap_faces[j], redetected[j], orig_found[j],
+                                           expr_faces[j]):
             identity = float(np.dot(s.embedding, source.embedding)) if s.embedding is not None else None
             leakage = (float(np.dot(s.embedding, o.embedding))
                        if s.embedding is not None and o.embedding is not None else None)
@@ -261,7 +281,8 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
             if o.landmarks is not None:
                 occ = occluders(index, originals[k], t) if occluders is not None else None
                 img = image_metrics(originals[k], swapped[k], o.landmarks, occ)
-            expr = expression_values(o.landmarks, s.landmarks if red else None)
+            result_lm = e.landmarks if e.landmarks is not None else s.landmarks
+            expr = expression_values(o.landmarks, result_lm if red else None)
             changed = img.get("changed")
             face_records.append({
                 "track_id": t.track_id, "bbox": [round(float(v), 1) for v in t.bbox],
