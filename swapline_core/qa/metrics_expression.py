@@ -6,6 +6,10 @@ sliding window of frames, the two openings must also move together (Pearson corr
 mouth frozen to the source, or replaced by one that does not follow speech, keeps a near-constant
 opening while the target's moves: the per-frame gap grows and the correlation drops to ~0.
 
+The result's landmarks are fitted on a probe (:func:`mouth_probe`): the target frame with only
+the result's lower face in it, placed by the target's keypoints, so the swapped eyes and nose do
+not move the fitted mouth.
+
 The window is computed from the per-frame records after every chunk is evaluated, so it does
 not depend on chunk boundaries and a resumed run gives the same numbers as an uninterrupted one.
 """

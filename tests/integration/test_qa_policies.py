@@ -60,7 +60,10 @@ def test_keep_original_and_flag_only(comfy, source_frames):
             assert _diff(kept[i], source_frames[i]) < 2.5, i
             assert _diff(shipped[i], source_frames[i]) > _diff(kept[i], source_frames[i]) + 1.0, i
         else:
-            assert _diff(kept[i], shipped[i]) < 1.0, i
+            # the same swapped frame in two encodes whose neighbouring frames differ (originals
+            # around it in one, swaps in the other): codec noise only, far from the original
+            assert _diff(kept[i], shipped[i]) < 2.5, i
+            assert _diff(kept[i], source_frames[i]) > _diff(kept[i], shipped[i]) + 1.0, i
 
 
 def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):
