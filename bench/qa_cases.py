@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 
 from swapline_core.qa.metrics_image import (
+    SKIN_DE,
     _crop_box,
     estimate_occluder,
     face_regions,
@@ -43,20 +44,36 @@ class Clip:
     source: SourceIdentity
 
 
+# The known-good swap keeps more than the gate's estimate calls an occluder: every pixel within
+# this delta E margin of it too. The gate re-fits the target's landmarks itself, so its skin
+# reference (and so its borderline pixels) differ slightly from the ones used here; a good swap
+# that keeps the glasses must not fail on that difference.
+KEEP_SKIN_DE = 0.7 * SKIN_DE
+# The target's lower face (under the nose, between the jaw corners, down to the chin): kept by
+# the known-good swap so its mouth is the target's *and* sits in the target's jaw. Putting back
+# only the lips made a source face with a pasted mouth, on which dlib fits the mouth a lip-height
+# off (measured opening 0.03 where the pasted mouth is 0.10 jaw widths open): no swap a viewer
+# would call good, and the expression limits chosen on it caught nothing.
+LOWER_FACE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 35, 34, 33, 32, 31]
+
+
 def _full_masks(frame: np.ndarray, lm: np.ndarray) -> dict[str, np.ndarray]:
-    """Full-frame float masks of one face: hull, skin, occluder estimate, lips, size."""
+    """Full-frame float masks of one face: hull, skin, occluder estimate, lips, lower face, size."""
     h, w = frame.shape[:2]
     x0, y0, x1, y1 = _crop_box(lm, (h, w))
     crop = frame[y0:y1, x0:x1]
     reg = face_regions(crop.shape[:2], lm - np.array([x0, y0], np.float32))
     occ = estimate_occluder(lab(crop), reg)
+    keep_occ = estimate_occluder(lab(crop), reg, KEEP_SKIN_DE)
+    lower = np.zeros(crop.shape[:2], np.uint8)
+    cv2.fillConvexPoly(lower, cv2.convexHull(np.round(lm[LOWER_FACE] - [x0, y0]).astype(np.int32)), 1)
     lips = np.zeros(crop.shape[:2], np.uint8)
     g = max(1, round(0.06 * reg["size"]))
     cv2.fillConvexPoly(lips, cv2.convexHull(np.round(lm[48:60] - [x0, y0]).astype(np.int32)), 1)
     lips = cv2.dilate(lips, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1,) * 2)).astype(bool)
     out = {}
     for name, m in (("hull", reg["hull"]), ("skin", reg["hull"] & ~reg["features"] & ~occ),
-                    ("occluder", occ), ("lips", lips)):
+                    ("occluder", occ), ("keep_occluder", keep_occ), ("lips", lips), ("lower_face", lower)):
         full = np.zeros((h, w), np.float32)
         full[y0:y1, x0:x1] = m
         out[name] = full
@@ -75,12 +92,14 @@ def _blend(base: np.ndarray, top: np.ndarray, alpha: np.ndarray) -> np.ndarray:
 
 
 def improved(o: np.ndarray, c: np.ndarray, faces: list[Face], feather: float = 0.02) -> np.ndarray:
-    """The classical swap with the target's occluders and mouth put back (what the mask stack is
-    for): the known-good reference."""
+    """The swap pipeline's real output with the target's occluders and lower face (mouth in its
+    own jaw) put back: the known-good reference. Everything else (forehead, eyes, nose, cheeks:
+    about 60 % of the face) is the pipeline's pixels."""
     out = c
     for f in faces:
         m = _full_masks(o, f.landmarks)
-        keep = np.maximum(cv2.dilate(m["occluder"], np.ones((5, 5), np.uint8)), m["lips"])
+        g = max(3, round(0.02 * m["size"])) * 2 + 1
+        keep = np.maximum(cv2.dilate(m["keep_occluder"], np.ones((g, g), np.uint8)), m["lower_face"])
         out = _blend(out, o, _feather(keep, feather * m["size"]))
     return out
 

@@ -89,7 +89,7 @@ class ComfyServer:
         folders = {"insightface": "insightface", "facerestore_models": "facerestore_models",
                    "swapline_faces": "swapline/faces", "facemask": "facemask", "checkpoints": "checkpoints",
                    "vae": "vae", "controlnet": "controlnet", "hyperswap": "hyperswap", "reswapper": "reswapper",
-                   "facefusion": "facefusion"}
+                   "facefusion": "facefusion", "swapline_safety": "swapline_safety"}
         lines = ["swapline_tests:", f"    base_path: {self.models_dir}"]
         lines += [f"    {k}: {v}" for k, v in folders.items()]
         (self.base_dir / "extra_model_paths.yaml").write_text("\n".join(lines) + "\n")

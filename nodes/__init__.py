@@ -23,7 +23,7 @@ MODULES = {
     "video": ("LoadVideo", "TrackFaces", "SwapFrames", "SaveVideo", "FramesToImage", "ImageToFrames"),
     "video_io": ("VideoToFrames", "FramesToVideo"),
     "frames_trim": ("TrimFrames",),
-    "qa": ("QAGate",),
+    "qa": ("QAGate", "SafetyClassifierLoader"),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
     "vae": ("TiledVAEEncode",),

@@ -24,6 +24,7 @@ RESWAPPER = "reswapper"
 FACEFUSION = "facefusion"
 SWAPPER_FOLDERS = (HYPERSWAP, RESWAPPER, FACEFUSION)
 FACEMASK = "facemask"            # XSeg occluders and BiSeNet face parsers (FaceFusion's ONNX files)
+SAFETY = "swapline_safety"       # user-supplied content-safety image classifiers (QA gate), none bundled
 
 _FOLDERS = {
     INSIGHTFACE: ("insightface", {".onnx"}),
@@ -33,6 +34,7 @@ _FOLDERS = {
     FACERESTORE: ("facerestore_models", {".pth", ".safetensors", ".ckpt", ".onnx"}),  # .onnx: GPEN-BFR
     FACE_MODELS: (os.path.join("swapline", "faces"), {".safetensors"}),
     FACEMASK: ("facemask", {".onnx"}),
+    SAFETY: ("swapline_safety", {".onnx"}),
 }
 
 

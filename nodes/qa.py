@@ -16,7 +16,7 @@ from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.write import write_image
 from . import model_paths
 from .convert import check_interrupt, progress
-from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QAReport
+from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QAReport, SafetyClassifier
 
 POLICIES = core_qa.POLICIES
 AUTO = -1.0
@@ -87,6 +87,13 @@ class QAGate(io.ComfyNode):
                 io.Boolean.Input("allow_no_face", default=False,
                                  tooltip="Off: a clip where no face was swapped fails ('no face swapped'). On: clips "
                                          "without faces are acceptable and pass."),
+                SafetyClassifier.Input("safety_classifier", optional=True,
+                                       tooltip="Optional content-safety recheck (Load Safety Classifier): scores every "
+                                               "evaluated output frame; frames above max_safety_score fail the job's "
+                                               "decision. Frames are never dropped or changed for it."),
+                io.Float.Input("max_safety_score", default=0.5, min=0.0, max=1.0, step=0.01, optional=True,
+                               tooltip="The unsafe-class score (0..1) above which a frame is flagged (only with a "
+                                       "safety classifier)."),
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
@@ -97,15 +104,19 @@ class QAGate(io.ComfyNode):
     @classmethod
     @override
     def execute(cls, frames, faces, face_model, analyzer, policy, require_redetection, sample_every,
-                filename_prefix, allow_no_face=False, **limits) -> io.NodeOutput:
+                filename_prefix, allow_no_face=False, safety_classifier=None, max_safety_score=0.5,
+                **limits) -> io.NodeOutput:
         th = thresholds_for(analyzer, require_redetection=require_redetection, allow_no_face=allow_no_face,
-                            **{k: v for k, v in limits.items() if k in LIMITS})
+                            max_safety_score=max_safety_score, **{k: v for k, v in limits.items() if k in LIMITS})
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         models = model_manifest(frames.model_files())
+        # the swap stage's refusals (guards, the swapper's competence): counted with their reason,
+        # not judged as failed swaps
         report = core_qa.run_qa(frames.original(), frames, faces, face_model, analyzer, th, hooks,
                                 sample_every=sample_every, models=models,
-                                store_root=model_paths.swapline_cache_dir())
+                                store_root=model_paths.swapline_cache_dir(),
+                                skipped=pipeline.swap_refusals(frames), safety=safety_classifier)
         report["policy"] = policy
         try:
             revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
@@ -133,3 +144,51 @@ class QAGate(io.ComfyNode):
         chart = {"decision": report["decision"], "summary": report["summary"], "thresholds": th.to_json(),
                  "frames": compact_frames(report), "report_file": os.path.join(subfolder, stem + ".json")}
         return path, {"images": [ui.SavedResult(stem + ".png", subfolder, io.FolderType.output)], "swapline_qa": [chart]}
+
+
+def safety_files() -> list[str]:
+    return model_paths.files(model_paths.SAFETY)
+
+
+class SafetyClassifierLoader(io.ComfyNode):
+    @classmethod
+    @override
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SwaplineSafetyClassifierLoader",
+            display_name="Load Safety Classifier (Swapline)",
+            category=f"{CATEGORY}/loaders",
+            description="Loads a user-supplied content-safety image classifier (ONNX) from models/swapline_safety "
+                        "for the QA gate's recheck; none is bundled. Expected: one float input [N, 3, H, W] (RGB "
+                        "0..1, the whole frame resized to H x W) and one output [N, classes] of per-class scores "
+                        "(README.md#content-safety-recheck).",
+            inputs=[
+                io.Combo.Input("classifier", options=safety_files(),
+                               tooltip="ONNX image classifier in models/swapline_safety."),
+                io.Int.Input("unsafe_class", default=-1, min=-1, max=9999,
+                             tooltip="Index of the 'unsafe' class in the model's output (-1 = from the model's "
+                                     "metadata swapline.unsafe_class)."),
+                io.Combo.Input("provider", options=["auto", "CPU", "CUDA"], default="auto",
+                               tooltip="ONNX Runtime execution provider."),
+            ],
+            outputs=[SafetyClassifier.Output(display_name="safety_classifier")],
+        )
+
+    @classmethod
+    @override
+    def validate_inputs(cls, classifier):
+        return model_paths.check_choice("safety classifier", classifier, safety_files(),
+                                        model_paths.folders(model_paths.SAFETY), "README.md#content-safety-recheck")
+
+    @classmethod
+    @override
+    def fingerprint_inputs(cls, classifier, **_):
+        return model_paths.file_fingerprint(model_paths.SAFETY, classifier)
+
+    @classmethod
+    @override
+    def execute(cls, classifier, unsafe_class, provider) -> io.NodeOutput:
+        from ..swapline_core.qa.safety import SafetyClassifier as Core
+
+        return io.NodeOutput(Core(model_paths.resolve(model_paths.SAFETY, classifier),
+                                  None if unsafe_class < 0 else unsafe_class, provider))

@@ -27,6 +27,7 @@ def models_dir(tmp_path_factory) -> Path:
     """Test models folder: synthetic stand-ins under the same names users' real files have."""
     from devtools.synthetic_masks import build_mask_models
     from devtools.synthetic_models import build_models
+    from devtools.synthetic_safety import build_safety_models
     from devtools.synthetic_sd import build_sd_models
     from devtools.synthetic_swappers import build_swappers
 
@@ -35,6 +36,7 @@ def models_dir(tmp_path_factory) -> Path:
     build_swappers(d)           # every swapper family under ReActor's/FaceFusion's folder names
     build_mask_models(d)        # XSeg occluder and BiSeNet parser (models/facemask)
     build_sd_models(d)          # SD1.5 checkpoint, VAE and ControlNet for the face refine workflow
+    build_safety_models(d)      # content-safety classifier stand-in (models/swapline_safety)
     return d
 
 

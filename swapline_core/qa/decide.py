@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SwaplineError
+from .safety import summarize as summarize_safety
 
 FORMAT = "swapline.qa.v2"
 POLICIES = ("flag only", "keep original", "fail job")
@@ -57,6 +58,9 @@ class QAThresholds:
     max_offface: float = _D["max_offface"]
     min_changed: float = _D["min_changed"]                   # share of the face hull: below = not swapped
     min_coverage: float = _D["min_coverage"]                 # per track: swapped / frames with the face
+    # A policy, not calibrated: a user-supplied classifier's score (0..1) above which a frame is
+    # flagged as unsafe content and the job fails (see ``safety``; frames are never changed for it).
+    max_safety_score: float = 0.5
     require_redetection: bool = True
     allow_no_face: bool = False      # a clip with nothing evaluated passes only when this is set
     max_fail_fraction: float = 0.0   # decision "fail" when failing/evaluated frames exceed this
@@ -161,7 +165,8 @@ class QAAccumulator:
 
     def coverage(self, skipped: dict | None = None) -> dict:
         """Per track: frames with the tracked face, frames whose swap changed it, faces the swap
-        stage skipped on purpose (``skipped`` = {frame: {track_id: reason}}), by reason."""
+        stage skipped on purpose (``skipped`` = {frame: {track_id: reason}}, e.g. from
+        ``video.stages.swap_refusals``), by reason category."""
         per: dict = defaultdict(lambda: {"frames": 0, "swapped": 0, "skipped": defaultdict(int)})
         for rec in self.records:
             for f in rec["faces"]:
@@ -170,14 +175,17 @@ class QAAccumulator:
                 if f.get("swapped"):
                     t["swapped"] += 1
                 elif skipped and f.get("track_id") in skipped.get(rec["frame"], {}):
-                    t["skipped"][skipped[rec["frame"]][f.get("track_id")]] += 1
+                    # by category ("too small", "head turned"): the full reason, with its numbers,
+                    # is on the face's record (skip_reason)
+                    why = skipped[rec["frame"]][f.get("track_id")]
+                    t["skipped"][why.split(":", 1)[0].strip() or why] += 1
         out = {}
         for k, t in per.items():
             out[k] = {"frames": t["frames"], "swapped": t["swapped"], "skipped": dict(t["skipped"]),
                       "coverage": round(t["swapped"] / t["frames"], 4) if t["frames"] else None}
         return out
 
-    def summary(self, th: QAThresholds, skipped: dict | None = None) -> dict:
+    def summary(self, th: QAThresholds, skipped: dict | None = None, safety_model: dict | None = None) -> dict:
         counts = {s: 0 for s in ("ok", "fail", "no_face", "skipped")}
         for rec in self.records:
             counts[rec["status"]] = counts.get(rec["status"], 0) + 1
@@ -211,15 +219,21 @@ class QAAccumulator:
                            ", ".join(f"track {k} {v:.2f}" for k, v in sorted(low.items())))
         if counts["fail"] and fraction > th.max_fail_fraction:
             reasons.append(f"{counts['fail']} of {evaluated} evaluated frames fail")
+        safety = summarize_safety(self.records, th.max_safety_score, safety_model)
+        if safety and safety["flagged_frames"]:
+            reasons.append(f"content safety: {len(safety['flagged_frames'])} frame(s) score above "
+                           f"{th.max_safety_score:g} ({format_frames(safety['flagged_frames'], 10)}); "
+                           "the frames are unchanged, review them")
         return {"frames": len(self.records), **counts, "evaluated": evaluated,
                 "fail_fraction": round(fraction, 4), "failing_frames": self.failing_frames(),
                 "redetection_rate": r(np.mean(redetected)) if redetected else None,
                 "faces_swapped": swapped, "faces_skipped": n_skipped, "coverage": coverage,
-                "metrics": stats, "decision_reasons": reasons,
+                "metrics": stats, "safety": safety, "decision_reasons": reasons,
                 "decision": "fail" if reasons else "pass"}
 
-    def report(self, th: QAThresholds, models: list[dict] | None = None, skipped: dict | None = None) -> dict:
-        summary = self.summary(th, skipped)
+    def report(self, th: QAThresholds, models: list[dict] | None = None, skipped: dict | None = None,
+               safety_model: dict | None = None) -> dict:
+        summary = self.summary(th, skipped, safety_model)
         return {"format": FORMAT, "decision": summary["decision"], "summary": summary,
                 "thresholds": th.to_json(), "models": list(models or []), "frames": self.records}
 
@@ -285,6 +299,8 @@ def compact_frames(report: dict) -> list[dict]:
             vals = [v for v in vals if v is not None]
             if vals:
                 loads[metric] = round(max(vals), 3)
+        if rec.get("safety") is not None:
+            loads["content_safety"] = round(rec["safety"] / max(th.max_safety_score, 1e-6), 3)
         row["loads"] = loads
         reasons = [x for f in faces for x in f.get("reasons", [])]
         if reasons:

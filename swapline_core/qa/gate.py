@@ -52,7 +52,7 @@ from .decide import (  # noqa: F401
     thresholds_for,
 )
 from .decide import r as _r
-from .metrics_expression import add_window_correlation, expression_values
+from .metrics_expression import add_window_correlation, expression_values, mouth_probe
 from .metrics_image import image_metrics
 
 # Flicker is a ratio of mean absolute differences (0..255 grey levels). Added to both sides so a
@@ -155,7 +155,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                    faces: Sequence[Sequence[Face]], source: SourceIdentity, prev: tuple | None = None,
                    first_index: int = 0, thresholds: QAThresholds | None = None,
                    sample_every: int = 1, seconds: dict | None = None,
-                   occluders: Callable | None = None, cuts: Sequence[int] = ()) -> list[dict]:
+                   occluders: Callable | None = None, cuts: Sequence[int] = (), safety=None) -> list[dict]:
     """One record per frame of the chunk, with the raw per-face metrics (reasons and status are
     filled by :func:`finalize`, which needs the whole clip for the expression window).
 
@@ -166,7 +166,9 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
     ``occluders(frame_index, original_frame, face)`` (optional) returns the target's occluder mask
     for one face (full frame, bool or 0..1), e.g. from the mask stack; without it the gate uses
     its own estimate (:func:`metrics_image.estimate_occluder`). ``cuts``: clip indices where a new
-    shot starts; flicker is not measured across a cut (no previous frame).
+    shot starts; flicker is not measured across a cut (no previous frame). ``safety`` (optional,
+    :class:`safety.SafetyClassifier`) scores every evaluated output frame, faces or not; the
+    score goes into the frame's record and never changes its status.
     """
     seconds = seconds if seconds is not None else {}
     check_recognizer(source, analyzer)
@@ -215,7 +217,32 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         imgs = [originals[k] for k in todo] + [swapped[k] for k in todo]
         analyzer.embed(imgs, orig_faces + swap_faces)
         _landmarks(analyzer, imgs, orig_faces + swap_faces)
+    # The result's mouth is read on the target's geometry and face: a probe image per face (the
+    # target frame with the result's lower face in it, metrics_expression.mouth_probe) fitted from
+    # the target's keypoints, so what the swap did to the eyes and nose does not move the mouth.
+    expr_faces: list[list[Face]] = []
+    if todo and getattr(analyzer, "supports_landmarks", hasattr(analyzer, "landmarks68")):
+        probes, probe_faces = [], []
+        for j, k in enumerate(todo):
+            row = []
+            for o in orig_faces[j]:
+                e = o.copy(landmarks=None, embedding=None)
+                row.append(e)
+                if o.landmarks is not None:
+                    probes.append(mouth_probe(originals[k], swapped[k], o.landmarks))
+                    probe_faces.append([e])
+            expr_faces.append(row)
+        if probes:
+            analyzer.landmarks68(probes, probe_faces)
+    else:
+        expr_faces = [[o.copy(landmarks=None) for o in fs] for fs in orig_faces]
     seconds["embed"] = seconds.get("embed", 0.0) + time.perf_counter() - t0
+    scores: dict[int, float] = {}
+    if safety is not None:
+        t0 = time.perf_counter()
+        on_grid = [k for k in range(n) if (first_index + k) % step == 0]
+        scores = dict(zip(on_grid, safety.score([swapped[k] for k in on_grid]))) if on_grid else {}
+        seconds["safety"] = seconds.get("safety", 0.0) + time.perf_counter() - t0
 
     records: list[dict] = []
     j = 0
@@ -226,7 +253,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
             records.append({"frame": index, "status": "skipped", "faces": []})
             continue
         if not faces[k]:
-            records.append({"frame": index, "status": "no_face", "faces": []})
+            records.append({"frame": index, "status": "no_face", "faces": [], **_safety(scores, k)})
             continue
         if index in cuts:
             prev_o, prev_s = None, None
@@ -235,7 +262,8 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         else:
             prev_o, prev_s = prev if prev is not None else (None, None)
         face_records = []
-        for t, o, s, red, ofound in zip(faces[k], orig_faces[j], swap_faces[j], redetected[j], orig_found[j]):
+        for t, o, s, red, ofound, e in zip(faces[k], orig_faces[j], swap_faces[j], redetected[j], orig_found[j],
+                                           expr_faces[j]):
             identity = float(np.dot(s.embedding, source.embedding)) if s.embedding is not None else None
             leakage = (float(np.dot(s.embedding, o.embedding))
                        if s.embedding is not None and o.embedding is not None else None)
@@ -254,7 +282,8 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
             if o.landmarks is not None:
                 occ = occluders(index, originals[k], t) if occluders is not None else None
                 img = image_metrics(originals[k], swapped[k], o.landmarks, occ)
-            expr = expression_values(o.landmarks, s.landmarks if red else None)
+            result_lm = e.landmarks if e.landmarks is not None else s.landmarks
+            expr = expression_values(o.landmarks, result_lm if red else None)
             changed = img.get("changed")
             face_records.append({
                 "track_id": t.track_id, "bbox": [round(float(v), 1) for v in t.bbox],
@@ -266,10 +295,14 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 **{key: _r(v) for key, v in expr.items()}, "expression_corr": None,   # see finalize
                 **{key: _r(img.get(key)) for key in IMAGE_KEYS},
                 "occluder_source": img.get("occluder_source"), "reasons": []})
-        records.append({"frame": index, "status": "ok", "faces": face_records})
+        records.append({"frame": index, "status": "ok", "faces": face_records, **_safety(scores, k)})
         j += 1
     seconds["pixels"] = seconds.get("pixels", 0.0) + time.perf_counter() - t0
     return records
+
+
+def _safety(scores: dict, k: int) -> dict:
+    return {"safety": _r(scores[k])} if k in scores else {}
 
 
 IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio", "bleed", "offface")
@@ -303,20 +336,20 @@ def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None)
 def evaluate_frames(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
                     faces: Sequence[Sequence[Face]], source: SourceIdentity,
                     thresholds: QAThresholds | None = None, occluders: Callable | None = None,
-                    skipped: dict | None = None) -> dict:
+                    skipped: dict | None = None, safety=None) -> dict:
     """The full report for frames held in memory (still images, calibration, tests)."""
     th = thresholds or QAThresholds()
     acc = QAAccumulator()
     acc.add(finalize(evaluate_chunk(analyzer, originals, swapped, faces, source, None, 0, th,
-                                    occluders=occluders), th, skipped))
-    return acc.report(th, skipped=skipped)
+                                    occluders=occluders, safety=safety), th, skipped))
+    return acc.report(th, skipped=skipped, safety_model=safety.describe() if safety is not None else None)
 
 
 @observe_qa
 def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, analyzer,
            thresholds: QAThresholds | None = None, hooks=None, sample_every: int = 1,
            models: list[dict] | None = None, store_root: str | None = None,
-           occluders: Callable | None = None, skipped: dict | None = None) -> dict:
+           occluders: Callable | None = None, skipped: dict | None = None, safety=None) -> dict:
     """Stream both sequences chunk by chunk and return the full QA report.
 
     ``seq_original`` is usually ``dataclasses.replace(seq_swapped, layers=())``. With
@@ -324,7 +357,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     interrupt or a crash evaluates only the chunks not done yet and reports the same (the
     clip-wide steps run on the records afterwards, see :func:`finalize`). ``occluders`` and
     ``skipped``: see :func:`evaluate_chunk` and :func:`finalize`; an ``occluders`` callable
-    should carry a ``key`` attribute (what its masks depend on) for the resume key.
+    should carry a ``key`` attribute (what its masks depend on) for the resume key. ``safety``:
+    the content-safety classifier (:mod:`.safety`), or None.
     """
     th = thresholds or QAThresholds()
     step = max(1, int(sample_every))
@@ -344,7 +378,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         key = stage_key("qa", seq_original.key, seq_swapped.key, faces_key(faces),
                         stage_key(source.embedding.round(5).tolist()), getattr(analyzer, "name", None),
                         model_stamp(analyzer), th.to_json(), step,
-                        None if occluders is None else getattr(occluders, "key", repr(occluders)))
+                        None if occluders is None else getattr(occluders, "key", repr(occluders)),
+                        None if safety is None else safety.key)
         store = ChunkStore(store_root, key, {"stage": "qa"})
     acc = QAAccumulator()
     seconds: dict = {"decode": 0.0}
@@ -370,7 +405,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         rng = seq_swapped.chunk_range(c)
         records = evaluate_chunk(analyzer, orig, swp, [faces.frames[i].faces for i in rng], source,
                                  prev, rng.start, th, sample_every, seconds, occluders,
-                                 cuts=frozenset(getattr(faces, "cuts", ())))
+                                 cuts=frozenset(getattr(faces, "cuts", ())), safety=safety)
         if store is not None:
             store.save(c, {"records": np.frombuffer(json.dumps(records).encode(), np.uint8)})
         acc.add(records)
@@ -382,8 +417,10 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         raise ValueError(f"QA read {len(acc.records)} frames but the clip has {seq_swapped.count}")
     models = models if models is not None else [
         {"role": "qa_analyzer", "name": getattr(analyzer, "name", "?"), "recognizer": analyzer.recognizer_name}]
+    if safety is not None:
+        models = [*models, {"role": "content_safety", **safety.describe()}]
     finalize(acc.records, th, skipped)
-    rep = acc.report(th, models, skipped)
+    rep = acc.report(th, models, skipped, safety.describe() if safety is not None else None)
     rep["sample_every"] = step
     rep["seconds"] = {k: round(v, 3) for k, v in seconds.items()}
     rep["chunks_resumed"] = resumed

@@ -6,6 +6,10 @@ sliding window of frames, the two openings must also move together (Pearson corr
 mouth frozen to the source, or replaced by one that does not follow speech, keeps a near-constant
 opening while the target's moves: the per-frame gap grows and the correlation drops to ~0.
 
+The result's landmarks are fitted on a probe (:func:`mouth_probe`): the target frame with only
+the result's lower face in it, placed by the target's keypoints, so the swapped eyes and nose do
+not move the fitted mouth.
+
 The window is computed from the per-frame records after every chunk is evaluated, so it does
 not depend on chunk boundaries and a resumed run gives the same numbers as an uninterrupted one.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import cv2
 import numpy as np
 
 # dlib 68-point indices: inner upper lip 61-63 face inner lower lip 67-65.
@@ -22,6 +27,31 @@ _EYE_PAIRS = (((37, 41), (38, 40), (36, 39)), ((43, 47), (44, 46), (42, 45)))
 # (a closed, silent mouth has nothing to follow): std of its opening, in jaw widths.
 MIN_TARGET_STD = 0.01
 MIN_WINDOW_FRAMES = 5
+# The lower face (under the nose, between the jaw corners, down to the chin) in 68-point indices,
+# grown by LOWER_FACE_GROW face sizes: the region the result's mouth is read from (mouth_probe).
+LOWER_FACE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 35, 34, 33, 32, 31]
+LOWER_FACE_GROW = 0.06
+
+
+def mouth_probe(original: np.ndarray, result: np.ndarray, target_lm: np.ndarray) -> np.ndarray:
+    """The target frame with the result's lower face in it: what the result's mouth is measured on.
+
+    dlib's 68-point fit is one cascade over the whole face: change the eyes and nose and the
+    mouth points move too. On the sample clip a result whose whole lower face was the target's
+    own (mouth pixels identical) read 0.03 jaw widths less open than the target with the swapped
+    upper face around it, and its opening correlated negatively with the target's. With the
+    target's upper face around the result's mouth, the fit sees only what the swap did to the
+    mouth: identical pixels give identical points, a frozen or replaced mouth moves them.
+    """
+    lm = np.asarray(target_lm, np.float32)
+    mask = np.zeros(original.shape[:2], np.uint8)
+    cv2.fillConvexPoly(mask, cv2.convexHull(np.round(lm[LOWER_FACE]).astype(np.int32)), 1)
+    size = float(np.sqrt(max(cv2.contourArea(cv2.convexHull(lm)), 1.0)))
+    g = max(1, round(LOWER_FACE_GROW * size))
+    mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1))).astype(bool)
+    out = original.copy()
+    out[mask] = result[mask]
+    return out
 
 
 def _jaw(lm: np.ndarray) -> float:

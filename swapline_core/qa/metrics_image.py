@@ -26,9 +26,24 @@ import numpy as np
 # Per-pixel delta E above which a pixel counts as changed. Outside the pasted patches the swap
 # layer reproduces the target exactly, so this only has to clear resampling noise inside them.
 CHANGED_DE = 6.0
-# A pixel of the target's face hull is "skin-coloured" within this delta E of the median skin.
-# Lit and shaded skin of one face spread ~10-20; lenses, frames, hair and hands sit far beyond.
-SKIN_DE = 22.0
+# A pixel of the target's face hull is "skin-coloured" within this delta E of the nearest colour
+# of the face's reference skin (cheeks, nose tip, chin: see SKIN_REFERENCE). Lit and shaded skin
+# are both in the reference; on the sample clip the red glasses frames sit 12-19 from the nearest
+# shaded skin (their lit and shaded parts), dark lenses far beyond. At 14 whole stretches of the
+# frames went unmarked and a frame whose glasses were painted over read as "too few occluder
+# pixels to measure"; at 12 no skin was marked on the sample frames looked at (0, 8, 20, 40, 44).
+SKIN_DE = 12.0
+# Reference skin: landmark polygons below the eyes (both cheeks beside the nose and mouth, the
+# nose tip, the chin), where glasses, frames and brows never are. One median skin colour is not
+# enough: under side light the shaded cheek is 25-30 delta E from the lit one, and a median
+# between them called half the face an occluder (the sample clip's shaded cheek, 20-35 % of the
+# hull), so a swap that changed shaded skin "painted over an occluder".
+SKIN_REFERENCE = ([1, 2, 3, 4, 48, 31], [15, 14, 13, 12, 54, 35], [31, 32, 33, 34, 35, 51, 50],
+                  [6, 7, 8, 9, 10, 57, 58, 56])
+# Reference colours are bins of this size (delta E); a bin counts when it holds at least
+# REF_MIN_SHARE of the reference pixels, so a stray hair or specular dot there is not "skin".
+REF_BIN = 4.0
+REF_MIN_SHARE = 0.004
 # Foreign colour: this far from the result's median skin is no skin tone at all (blue, green,
 # saturated background); shading and lips of a swapped face stay well inside it.
 FOREIGN_DE = 40.0
@@ -71,21 +86,46 @@ def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndar
         m = np.zeros((h, w), np.uint8)
         _poly(m, lm[idx], g)
         feats |= m
-    return {"hull": hull.astype(bool), "grown": grown.astype(bool), "features": feats.astype(bool), "size": size}
+    ref = np.zeros((h, w), np.uint8)
+    for idx in SKIN_REFERENCE:
+        cv2.fillConvexPoly(ref, cv2.convexHull(np.round(lm[idx]).astype(np.int32)), 1)
+    ref = ref.astype(bool) & hull.astype(bool) & ~feats.astype(bool)
+    return {"hull": hull.astype(bool), "grown": grown.astype(bool), "features": feats.astype(bool),
+            "skin_ref": ref, "size": size}
 
 
-def estimate_occluder(target_lab: np.ndarray, regions: dict) -> np.ndarray:
-    """Pixels inside the target's face hull, outside eyes/brows/lips, far from its median skin.
+def skin_colours(target_lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """The reference skin's colours: centres of the Lab bins that hold enough reference pixels.
+    Deterministic (no clustering with random starts): a resumed QA run must measure the same."""
+    px = target_lab[ref]
+    q = np.floor(px / REF_BIN).astype(np.int32)
+    bins, counts = np.unique(q, axis=0, return_counts=True)
+    keep = bins[counts >= max(2, REF_MIN_SHARE * len(px))]
+    return (keep.astype(np.float32) + 0.5) * REF_BIN
 
-    A stand-in for the mask stack's occluder mask: dark lenses, frames, a hand or hair read as
-    far from skin; the face's own features are excluded because a swap is meant to change them.
+
+def estimate_occluder(target_lab: np.ndarray, regions: dict, skin_de: float = SKIN_DE) -> np.ndarray:
+    """Pixels inside the target's face hull, outside eyes/brows/lips, far from every colour of
+    the target's reference skin (:data:`SKIN_REFERENCE`).
+
+    The gate's own estimate, independent of the mask stack (QA must not trust the stage it
+    checks): lenses, frames, hair read as far from skin, lit or shaded; the face's own features
+    are excluded because a swap is meant to change them. A skin-coloured hand is not seen.
     """
     cand = regions["hull"] & ~regions["features"]
     if cand.sum() < 16:
         return np.zeros_like(cand)
-    med = np.median(target_lab[cand], axis=0)
-    far = np.linalg.norm(target_lab - med, axis=-1) > SKIN_DE
-    occ = (cand & far).astype(np.uint8)
+    ref = regions.get("skin_ref")
+    if ref is None or ref.sum() < 16:
+        ref = cand                       # no cheeks/chin in view: the whole candidate area
+    colours = skin_colours(target_lab, ref)
+    px = target_lab[cand]
+    dist = np.full(len(px), np.inf, np.float32)
+    for i in range(0, len(colours), 64):      # blocks: bounded memory for any face size
+        d = np.linalg.norm(px[:, None, :] - colours[None, i:i + 64], axis=-1).min(axis=1)
+        dist = np.minimum(dist, d)
+    occ = np.zeros(cand.shape, np.uint8)
+    occ[cand] = dist > skin_de
     # Opening removes speckle (pores, specular dots) that is not an object in front of the face.
     occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     return occ.astype(bool)

@@ -153,7 +153,8 @@ def plot_report(report: dict) -> np.ndarray:
     p3.threshold(1.0, RED)
     compact = compact_frames(report)
     legend = []
-    for (metric, _, _), color in zip(LOAD_METRICS, LOAD_COLORS):
+    # content_safety: the optional classifier's score over its limit (no face metric, same scale)
+    for metric, color in zip([m for m, _, _ in LOAD_METRICS] + ["content_safety"], LOAD_COLORS):
         vals = [None if c["loads"].get(metric) is None else min(c["loads"][metric], LOAD_CAP) for c in compact]
         if any(v is not None for v in vals):
             p3.series(vals, color, failing)

@@ -266,6 +266,28 @@ def swap_stage_records(swapper, analyzer, opts: SwapOptions) -> tuple:
             StageRecord("masks", opts.masks.describe(), "none", mask_models))
 
 
+def swap_refusals(seq: FrameSequence) -> dict[int, dict]:
+    """{clip frame: {track_id: reason}} of the faces the swap stage(s) of ``seq`` refused (guards,
+    the swapper's competence), read back from the records stored with each swap layer chunk: what
+    the QA gate counts as "skipped on purpose" rather than as failed swaps."""
+    out: dict[int, dict] = {}
+    for layer in seq.layers:
+        if layer.name != "swap":
+            continue
+        store = layer.store()
+        for c in range(seq.n_chunks):
+            if not store.has(c):
+                continue
+            stored = store.load(c).get("records")
+            if stored is None:
+                continue
+            for k, row in enumerate(json.loads(stored.tobytes())):
+                for rec in row:
+                    if rec.get("status") == "skipped" and rec.get("reason") and rec.get("track_id") is not None:
+                        out.setdefault(seq.chunk_range(c).start + k, {})[int(rec["track_id"])] = rec["reason"]
+    return out
+
+
 def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str, hooks: Hooks,
                    *, weight: float = 1.0, batch: int = 4) -> tuple[FrameSequence, StageReport]:
     """Restore the tracked faces of every frame (on top of any swap layer); adds a restore layer."""

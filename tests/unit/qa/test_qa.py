@@ -359,6 +359,9 @@ def test_qa_resumes_after_an_interrupt_with_the_same_report(tracked, source, ana
         def embed(self, images, faces_):
             return analyzer.embed(images, faces_)
 
+        def landmarks68(self, images, faces_):      # the mouth probe's fit (gate.evaluate_chunk)
+            return analyzer.landmarks68(images, faces_)
+
     done = []
     resumed = qa.run_qa(original, out4, faces, source, Counting(), LEGACY,
                         pipeline.Hooks(progress=done.append), sample_every=2, store_root=str(tmp_path))
