@@ -20,7 +20,7 @@ PENDING = ("submitted", "running")
 CONFIG_KEYS = {"comfy_path", "pack", "models_dir", "chunk_frames", "preroll", "max_attempts", "in_flight_per_worker",
                "timeout_factor", "timeout_floor_s", "first_timeout_s", "backoff_base_s", "backoff_max_s",
                "signing", "qa", "webhook_secret", "webhook_secret_env", "webhook_secret_file",
-               "price_per_worker_hour", "metrics_port", "store", "worker_extra_args"}
+               "price_per_worker_hour", "metrics_port", "metrics_addr", "store", "worker_extra_args"}
 
 
 class Farm:
@@ -83,6 +83,13 @@ def webhook_secret(cfg: dict, root: Path | None = None) -> bytes | None:
         raise FarmError(f"farm.yaml: {exc}") from exc
     env = os.environ.get("SWAPLINE_FARM_WEBHOOK_SECRET")
     return secret or (env.encode() if env else None)
+
+
+def _checkout_comfy() -> str | None:
+    """The ComfyUI scripts/setup.sh provisions beside this checkout (.comfy/ComfyUI), if there is one:
+    on a developer machine `swapline-farm run manifest.yaml` then needs no --comfy."""
+    path = Path(__file__).resolve().parents[2] / ".comfy" / "ComfyUI"
+    return str(path) if (path / "main.py").is_file() else None
 
 
 def _submit_specs(farm: Farm, specs) -> list[tuple[str, str]]:
@@ -181,8 +188,8 @@ def cmd_run(farm: Farm, args) -> int:
         from .metrics import FarmMetrics
 
         metrics = FarmMetrics(price_per_worker_hour=float(cfg.get("price_per_worker_hour", 0.0)))
-        metrics.serve(int(args.metrics_port or cfg["metrics_port"]))
-    comfy = args.comfy or cfg.get("comfy_path") or os.environ.get("SWAPLINE_COMFYUI_PATH")
+        metrics.serve(int(args.metrics_port or cfg["metrics_port"]), cfg.get("metrics_addr") or "127.0.0.1")
+    comfy = args.comfy or cfg.get("comfy_path") or os.environ.get("SWAPLINE_COMFYUI_PATH") or _checkout_comfy()
     secret = webhook_secret(cfg, farm.root)
     coord = Coordinator(
         farm.store(), farm.ledger, farm.dead_letters, metrics, workers=args.workers,
@@ -222,7 +229,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("manifest", nargs="?", help="a manifest to submit first")
     r.add_argument("--workers", type=int, default=2, help="ComfyUI workers to start (one per GPU when there are GPUs)")
     r.add_argument("--address", help="join an existing Ray cluster (e.g. ray://head:10001 or 'auto')")
-    r.add_argument("--comfy", help="ComfyUI folder on every worker machine (or comfy_path in farm.yaml)")
+    r.add_argument("--comfy", help="ComfyUI folder on every worker machine (or comfy_path in farm.yaml, "
+                   "$SWAPLINE_COMFYUI_PATH; default: this checkout's .comfy/ComfyUI)")
     r.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     return p
 

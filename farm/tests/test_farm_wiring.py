@@ -174,3 +174,10 @@ def test_cli_webhook_secret_sources(tmp_path, monkeypatch):
     assert webhook_secret({}) == b"from-env"
     with pytest.raises(FarmError, match="NOT_SET_HERE"):
         webhook_secret({"webhook_secret_env": "NOT_SET_HERE"})
+
+
+def test_run_defaults_to_the_checkouts_comfyui():
+    """`swapline-farm run manifest.yaml --workers 2` in a set-up checkout needs no --comfy."""
+    from swapline_farm.cli import _checkout_comfy
+
+    assert _checkout_comfy() == str(FARM.parent / ".comfy" / "ComfyUI")
