@@ -19,7 +19,8 @@ from .errors import FarmError
 PENDING = ("submitted", "running")
 CONFIG_KEYS = {"comfy_path", "pack", "models_dir", "chunk_frames", "preroll", "max_attempts", "in_flight_per_worker",
                "timeout_factor", "timeout_floor_s", "first_timeout_s", "backoff_base_s", "backoff_max_s",
-               "signing", "qa", "webhook_secret", "price_per_worker_hour", "metrics_port", "store", "worker_extra_args"}
+               "signing", "qa", "webhook_secret", "webhook_secret_env", "webhook_secret_file",
+               "price_per_worker_hour", "metrics_port", "metrics_addr", "store", "worker_extra_args"}
 
 
 class Farm:
@@ -65,6 +66,30 @@ class Farm:
             raise FarmError(f"job '{prefix}': {'no job' if not ids else f'{len(ids)} jobs'} with that id prefix "
                             "(see `swapline-farm list`)")
         return ids[0]
+
+
+def webhook_secret(cfg: dict, root: Path | None = None) -> bytes | None:
+    """The webhook HMAC secret of a farm.yaml (``webhook_secret_env``, ``webhook_secret_file``
+    relative to the farm folder, or inline ``webhook_secret``; see delivery.resolve_secret), else
+    $SWAPLINE_FARM_WEBHOOK_SECRET. A named variable or file that is missing is an error, not "unsigned"."""
+    from .delivery import resolve_secret
+
+    cfg = dict(cfg)
+    if cfg.get("webhook_secret_file") and root is not None:
+        cfg["webhook_secret_file"] = str(Path(root) / Path(cfg["webhook_secret_file"]).expanduser())
+    try:
+        secret = resolve_secret(cfg)
+    except ValueError as exc:
+        raise FarmError(f"farm.yaml: {exc}") from exc
+    env = os.environ.get("SWAPLINE_FARM_WEBHOOK_SECRET")
+    return secret or (env.encode() if env else None)
+
+
+def _checkout_comfy() -> str | None:
+    """The ComfyUI scripts/setup.sh provisions beside this checkout (.comfy/ComfyUI), if there is one:
+    on a developer machine `swapline-farm run manifest.yaml` then needs no --comfy."""
+    path = Path(__file__).resolve().parents[2] / ".comfy" / "ComfyUI"
+    return str(path) if (path / "main.py").is_file() else None
 
 
 def _submit_specs(farm: Farm, specs) -> list[tuple[str, str]]:
@@ -163,15 +188,15 @@ def cmd_run(farm: Farm, args) -> int:
         from .metrics import FarmMetrics
 
         metrics = FarmMetrics(price_per_worker_hour=float(cfg.get("price_per_worker_hour", 0.0)))
-        metrics.serve(int(args.metrics_port or cfg["metrics_port"]))
-    comfy = args.comfy or cfg.get("comfy_path") or os.environ.get("SWAPLINE_COMFYUI_PATH")
-    secret = cfg.get("webhook_secret") or os.environ.get("SWAPLINE_FARM_WEBHOOK_SECRET")
+        metrics.serve(int(args.metrics_port or cfg["metrics_port"]), cfg.get("metrics_addr") or "127.0.0.1")
+    comfy = args.comfy or cfg.get("comfy_path") or os.environ.get("SWAPLINE_COMFYUI_PATH") or _checkout_comfy()
+    secret = webhook_secret(cfg, farm.root)
     coord = Coordinator(
         farm.store(), farm.ledger, farm.dead_letters, metrics, workers=args.workers,
         max_attempts=int(cfg.get("max_attempts", 3)), comfy_path=comfy, work_dir=str(farm.root),
         out_dir=str(farm.root / "outputs"), pack=cfg.get("pack"), models_dir=cfg.get("models_dir"),
         signing=cfg.get("signing"), qa=cfg.get("qa"),
-        webhook_secret=secret.encode() if isinstance(secret, str) else secret,
+        webhook_secret=secret,
         worker_extra_args=cfg.get("worker_extra_args", ()),
         **{k: cfg[k] for k in ("chunk_frames", "preroll", "in_flight_per_worker", "timeout_factor",
                                "timeout_floor_s", "first_timeout_s", "backoff_base_s", "backoff_max_s") if k in cfg})
@@ -204,7 +229,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("manifest", nargs="?", help="a manifest to submit first")
     r.add_argument("--workers", type=int, default=2, help="ComfyUI workers to start (one per GPU when there are GPUs)")
     r.add_argument("--address", help="join an existing Ray cluster (e.g. ray://head:10001 or 'auto')")
-    r.add_argument("--comfy", help="ComfyUI folder on every worker machine (or comfy_path in farm.yaml)")
+    r.add_argument("--comfy", help="ComfyUI folder on every worker machine (or comfy_path in farm.yaml, "
+                   "$SWAPLINE_COMFYUI_PATH; default: this checkout's .comfy/ComfyUI)")
     r.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     return p
 

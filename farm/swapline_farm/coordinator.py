@@ -324,7 +324,7 @@ class Coordinator:
         frames = c.count + c.preroll
         self.seconds_per_frame.append(result["seconds"] / max(frames, 1))
         run.worker_seconds += result["seconds"]
-        self._metric("chunk_finished", slot.name, result["seconds"], c.count)
+        self._metric("chunk_finished", slot.name, result["seconds"], c.count, result.get("stage_seconds") or None)
         if run.state in ("cancelled", "failed"):
             return
         stored = (result.get("stored") or [self.store.publish(c.chunk_id, Path(result["outputs"][0]))])[0]

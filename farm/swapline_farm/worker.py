@@ -215,7 +215,7 @@ class ComfyProcess:
             if r.status_code != 200:
                 raise TransientError(f"ComfyUI answered {r.status_code} to /prompt: {r.text[:500]}")
             pid = r.json()["prompt_id"]
-            self._follow(ws, pid, t0, timeout_s)
+            started = self._follow(ws, pid, t0, timeout_s)
         finally:
             ws.close()
         entry = self._history(pid)
@@ -226,10 +226,14 @@ class ComfyProcess:
             raise InputError(f"chunk prompt {pid} finished without a saved video (history: "
                              f"{json.dumps(entry.get('status', {}))[:500]})")
         info = (items.get("swapline_video") or [{}])[0]
-        return {"outputs": files_out, "seconds": time.time() - t0, "prompt_id": pid, "frames": info.get("frames")}
+        return {"outputs": files_out, "seconds": time.time() - t0, "prompt_id": pid, "frames": info.get("frames"),
+                "stage_seconds": stage_seconds(prompt, started)}
 
-    def _follow(self, ws, pid: str, t0: float, timeout_s: float) -> None:
+    def _follow(self, ws, pid: str, t0: float, timeout_s: float) -> list[tuple[str | None, float]]:
+        """Wait for the prompt to finish; returns ComfyUI's "executing" events as (node id, time):
+        a node runs from its event to the next one (None: the prompt ended)."""
         deadline = t0 + timeout_s
+        started: list[tuple[str | None, float]] = []
         ws.settimeout(1.0)
         while True:
             if time.time() > deadline:
@@ -257,8 +261,10 @@ class ComfyProcess:
                 raise classify_execution_error(data)
             elif kind == "execution_interrupted":
                 raise TransientError(f"prompt {pid} was interrupted on the worker")
-            elif kind == "executing" and data.get("node") is None:
-                return
+            elif kind == "executing":
+                started.append((data.get("node"), time.time()))
+                if data.get("node") is None:
+                    return started
 
     def _abort(self, pid: str) -> None:
         try:
@@ -279,6 +285,19 @@ class ComfyProcess:
             if entry or time.time() > deadline:
                 return entry or {}
             time.sleep(0.2)
+
+
+def stage_seconds(prompt: dict, started: list[tuple[str | None, float]]) -> dict[str, float]:
+    """Seconds per stage of one chunk from the "executing" events, a stage being the node's class
+    (SwaplineTrackFaces, SwaplineSwap...; a class used twice adds up). Nodes ComfyUI served from
+    its cache send no event and take no time, so they are absent."""
+    out: dict[str, float] = {}
+    for (node, at), (_, end) in zip(started, started[1:]):
+        if node is None:
+            continue
+        stage = str((prompt.get(str(node)) or {}).get("class_type") or node)
+        out[stage] = out.get(stage, 0.0) + max(0.0, end - at)
+    return out
 
 
 def _publish(publish, outputs: list[str]) -> list[str]:

@@ -76,9 +76,10 @@ def farm(tmp_path, workers):
                     backoff_max_s=1.0, health_interval_s=2.0, qa={"enabled": False})
         opts.update(kw)
         pool = opts.pop("workers", workers)
+        metrics = opts.pop("metrics", None)
         root = Path(opts["work_dir"])
         return Coordinator(ChunkStore(str(root / "chunks")), JobLedger(root / "jobs.jsonl"),
-                           DeadLetterLedger(root / "dead_letters.jsonl"), None, workers=pool, **opts)
+                           DeadLetterLedger(root / "dead_letters.jsonl"), metrics, workers=pool, **opts)
 
     return make
 

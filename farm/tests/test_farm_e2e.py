@@ -11,11 +11,16 @@ import threading
 import time
 from pathlib import Path
 
+import c2pa
 import numpy as np
 import ray
 import requests
 from farm_helpers import FARM, REPO, SAMPLES, ledger_rows, make_job
 
+from swapline_core.provenance import signing
+from swapline_core.provenance.audit_log import read_audit_log
+from swapline_core.provenance.c2pa import verify_media
+from swapline_core.provenance.hashing import sha256_file
 from swapline_core.video.read import iter_frames
 from swapline_core.video.write import VideoWriter
 
@@ -64,7 +69,9 @@ def test_killed_worker_job_completes_and_matches_single_worker_run(farm, workers
     clip = short_sample(tmp_path)
     job = swap_job(clip)
     before = ray.get(workers[0].health.remote())["restarts"]
-    coord = farm(chunk_frames=4, preroll=2, work_dir=str(tmp_path / "chunked"), qa=None)   # QA on the whole clip
+    # QA on the whole clip; signed once on the coordinator with a development signer
+    coord = farm(chunk_frames=4, preroll=2, work_dir=str(tmp_path / "chunked"), qa=None,
+                 signing={"user_dir": str(tmp_path / "user"), "attestation": "farm e2e consent"})
     coord.submit(job)
     killed: dict = {}
     t = threading.Thread(target=kill_mid_chunk, args=(coord, workers[0], "w0", killed))
@@ -78,6 +85,20 @@ def test_killed_worker_job_completes_and_matches_single_worker_run(farm, workers
     assert retried, "no chunk needed a second attempt: the kill did not hit a running chunk"
     chunked = decode(st["output"])
     assert len(chunked) == FRAMES
+
+    # one signed output: its C2PA manifest reads back (c2pa.Reader) Trusted under the signer's own CA,
+    # with the whole-clip QA verdict in it; and exactly one audit line for the job
+    creds = signing.load_signing_credentials(tmp_path / "user")
+    assert st["signed"] and st["signer_kind"] == "development", st
+    check = verify_media(st["output"], creds.trust_anchors_pem)
+    assert check.state == "Trusted", check.failure_codes
+    assert check.qa["qa"]["decision"] == st["qa_decision"] and check.qa["attestation"] == "farm e2e consent"
+    with c2pa.Reader(st["output"]) as reader:
+        assert json.loads(reader.json())["active_manifest"]
+    lines = [r for r in read_audit_log(Path(st["audit_log"])).records if r["job_id"] == job.job_id]
+    assert len(lines) == 1 and lines[0]["signed"] and lines[0]["farm"] is True, lines
+    assert lines[0]["output_sha256"] == sha256_file(st["output"])
+    assert list(Path(st["output"]).parent.glob("*.mp4")) == [Path(st["output"])]
 
     # the restarted worker is healthy again and takes work
     deadline = time.time() + 120
