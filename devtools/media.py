@@ -10,6 +10,15 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "assets" / "samples"
+# the input files the shipped workflows name (ComfyUI input folder name -> shipped sample)
+WORKFLOW_INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",
+                   "swapline_target_reference.png": "target_reference.png"}
+
+
+def stage_workflow_inputs(input_dir: Path) -> None:
+    """Copy the shipped samples into a ComfyUI input folder under the names the workflows use."""
+    for name, src in WORKFLOW_INPUTS.items():
+        shutil.copy(SAMPLES / src, Path(input_dir) / name)
 
 
 def insightface_image(name: str) -> Path:

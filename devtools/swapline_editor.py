@@ -26,8 +26,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / "workflows"
 SAMPLES = REPO / "assets" / "samples"
-INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",
-          "swapline_target_reference.png": "target_reference.png"}
 CHROMIUM = Path(os.environ.get("SWAPLINE_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -57,8 +55,9 @@ def unavailable_reason() -> str | None:
 
 def stage_inputs(server) -> None:
     """The sample clip and faces under the names the shipped workflows use."""
-    for name, src in INPUTS.items():
-        shutil.copy(SAMPLES / src, server.base_dir / "input" / name)
+    from devtools.media import stage_workflow_inputs
+
+    stage_workflow_inputs(server.base_dir / "input")
 
 
 def write_editor_settings(server) -> None:

@@ -50,6 +50,15 @@ def comfy(tmp_path_factory, models_dir, artifacts_dir, request):
     shutil.copy(server.log_path, artifacts_dir / "comfyui-session.log")
 
 
+@pytest.fixture(scope="module")
+def staged(comfy):
+    """The session's server with the shipped workflows' input files in its input folder."""
+    from devtools.media import stage_workflow_inputs
+
+    stage_workflow_inputs(comfy.base_dir / "input")
+    return comfy
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Attach the server log to any failing test that used the server."""

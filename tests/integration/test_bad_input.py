@@ -9,23 +9,12 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
-
 from devtools.comfy_harness import PromptRejected
-from devtools.media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]
 API = REPO / "workflows" / "api"
-INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",
-          "swapline_target_reference.png": "target_reference.png"}
 BAD = "Not-A-Choice"
 
-
-@pytest.fixture(scope="module")
-def staged(comfy):
-    for name, src in INPUTS.items():
-        shutil.copy(SAMPLES / src, comfy.base_dir / "input" / name)
-    return comfy
 
 
 def _load(name: str) -> dict:

@@ -5,25 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from pathlib import Path
 
-import pytest
 import requests
-
-from devtools.media import SAMPLES
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows" / "api" / "video_swap_builtin.json"   # the cheapest video workflow: no model files
-INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",
-          "swapline_target_reference.png": "target_reference.png"}
-
-
-@pytest.fixture(scope="module")
-def staged(comfy):
-    for name, src in INPUTS.items():
-        shutil.copy(SAMPLES / src, comfy.base_dir / "input" / name)
-    return comfy
 
 
 def _job(source: str, prefix: str, save_as: str | None = None) -> dict:

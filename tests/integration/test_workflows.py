@@ -19,17 +19,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 from workflow_format import ui_to_api  # noqa: E402
 
 WORKFLOWS = sorted(p.stem for p in (REPO / "workflows").glob("*.json"))
-INPUTS = {"swapline_sample_clip.mp4": "kling_avatar_clip.mp4", "swapline_source_face.png": "source_face.png",
-          "swapline_target_reference.png": "target_reference.png"}
-
-
-@pytest.fixture(scope="module")
-def staged(comfy):
-    import shutil
-
-    for name, src in INPUTS.items():
-        shutil.copy(SAMPLES / src, comfy.base_dir / "input" / name)
-    return comfy
 
 
 def test_every_ui_workflow_has_an_api_twin():
