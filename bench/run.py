@@ -157,7 +157,8 @@ def run_quality(results: dict, save) -> None:
     from .quality import run as quality
 
     try:
-        results["quality"] = quality.evaluate(QUALITY_MEDIA, WORK / "quality", log=log)
+        # strips to out/bench (WORK is wiped at the end of the run)
+        results["quality"] = quality.evaluate(QUALITY_MEDIA, WORK / "quality", log=log, strip_dir=OUT)
         results["met"]["quality"] = all(v is True for v in results["quality"]["met"].values())
     except Exception as exc:  # noqa: BLE001 - keep the other sections
         results["errors"]["quality"] = _error(exc)

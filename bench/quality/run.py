@@ -139,7 +139,9 @@ def mask_overhead(swap_reports: list[dict]) -> float | None:
     return mg / sw if sw else None
 
 
-def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = None) -> dict:
+def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = None,
+             strip_dir: Path | None = None) -> dict:
+    """``strip_dir``: where the before/after strips go (default: beside ``work``)."""
     from bench.cases import builtin_case
 
     case0 = builtin_case()
@@ -167,7 +169,7 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
         if c.cuts:
             row.update(cut_resets(c, res))
         per_case[c.name] = row
-        _strip(work, c, res)
+        _strip(work, c, res, strip_dir or work.parent)
     occl = [per_case[n]["occluder_pixels_changed"] for n in ("occluder_bar", "occluder_sunglasses")]
     sp = per_case["speech"]
     results = {
@@ -186,7 +188,7 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
             "Track Faces (largest, detect every 8) -> Swap Faces in Frames with default options"}
 
 
-def _strip(work: Path, case, res) -> None:
+def _strip(work: Path, case, res, strip_dir: Path) -> None:
     """Keep a before/after strip of a few frames for looking at; drop the rest."""
     idx = np.linspace(0, len(case.frames) - 1, 4).astype(int)
 
@@ -206,5 +208,6 @@ def _strip(work: Path, case, res) -> None:
     if strip.shape[1] > 1600:
         s = 1600 / strip.shape[1]
         strip = cv2.resize(strip, (1600, int(strip.shape[0] * s)), interpolation=cv2.INTER_AREA)
-    cv2.imwrite(str(work.parent / f"quality_{case.name}.png"), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
+    strip_dir.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(strip_dir / f"quality_{case.name}.png"), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
     shutil.rmtree(work / case.name, ignore_errors=True)

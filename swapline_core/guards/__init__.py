@@ -47,14 +47,16 @@ def competence_for(swapper, opts: GuardOptions):
     return replace(comp, **changes) if changes else comp
 
 
-def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: int | None = None) -> str | None:
-    """The reason ``face`` must not be swapped, or None."""
+def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: int | None = None,
+               memo: dict | None = None) -> str | None:
+    """The reason ``face`` must not be swapped, or None. ``memo``: a dict shared by the faces of
+    one chunk (``screen``), so neighbouring frames' poses are solved once."""
     who = getattr(swapper, "name", "this")
     return (_plaus.geometry(face, frame.shape)
             or _plaus.shape(face, opts.max_shape_residual)
             or _plaus.track_jump(face, index, context, opts.track_window, opts.max_size_ratio, opts.max_shift)
             or _competence.check(face, competence_for(swapper, opts), who,
-                                 _competence.track_pose(face, index, context))
+                                 _competence.track_pose(face, index, context, memo=memo))
             or _plaus.skin(frame, face, opts.min_skin))
 
 
@@ -65,5 +67,6 @@ def screen(swapper, frames, faces, opts: GuardOptions, context=None) -> list[lis
     if not opts.enabled:
         return [[None for _ in fs] for fs in faces]
     first = 0 if context is None else context.first_index
-    return [[check_face(swapper, frame, f, opts, context, None if context is None else first + k) for f in fs]
+    memo: dict = {}
+    return [[check_face(swapper, frame, f, opts, context, None if context is None else first + k, memo) for f in fs]
             for k, (frame, fs) in enumerate(zip(frames, faces))]

@@ -28,7 +28,7 @@ def nose_between_eyes(kps: np.ndarray, margin: float = 0.05) -> float:
     return float(np.dot(k[2] - k[0], axis) / max(float(np.dot(axis, axis)), 1e-9))
 
 
-def track_pose(face, index: int | None, context, radius: int = 2) -> tuple[float, float]:
+def track_pose(face, index: int | None, context, radius: int = 2, memo: dict | None = None) -> tuple[float, float]:
     """``pose_of`` as the median over the face's track in frames ``index +- radius`` (same shot).
 
     One frame's points can read a turn its neighbours do not have (a landmark slip on kling's
@@ -40,10 +40,20 @@ def track_pose(face, index: int | None, context, radius: int = 2) -> tuple[float
     frames = context.faces.frames
     lo = max([0] + [c for c in context.cuts if c <= index])
     hi = min([len(frames)] + [c for c in context.cuts if c > index])
-    poses = [pose_of(face)]
+
+    def pose(f):
+        # Each neighbour's pose is read by up to 2 * radius + 1 faces of a chunk: ``memo`` (one
+        # dict per screened chunk, keyed by the face object) solves each pose once.
+        if memo is None:
+            return pose_of(f)
+        if id(f) not in memo:
+            memo[id(f)] = (f, pose_of(f))     # the face is kept so its id stays unique
+        return memo[id(f)][1]
+
+    poses = [pose(face)]
     for j in range(max(lo, index - radius), min(hi, index + radius + 1)):
         if j != index:
-            poses += [pose_of(f) for f in frames[j].faces if f.track_id == face.track_id]
+            poses += [pose(f) for f in frames[j].faces if f.track_id == face.track_id]
     a = np.array(poses, np.float64)
     return float(np.nanmedian(a[:, 0])), float(np.nanmedian(a[:, 1]))
 

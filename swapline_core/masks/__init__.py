@@ -12,6 +12,7 @@ parts in ``patch.layers`` for previews and a JSON summary in ``patch.info["masks
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -63,7 +64,7 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
 
     if opts.builtin_occlusion or opts.mouth != "off":
         r = opts.temporal
-        views, pool = _skin_views(frames, items, context, first, 2 * r, key_of)
+        views, pool = _skin_views(frames, items, context, first, 2 * r, key_of, cuts)
         # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
         near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
         builtin.fit_views(near, pool, r, shot_of)
@@ -109,7 +110,40 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     return patches
 
 
-def _skin_views(frames, items, context, first: int, radius: int, key_of):
+# Skin views (and their fits) of recent frames, for the next chunk: its pre-roll is this
+# chunk's tail and its chunk is this chunk's post-roll. A view depends on its own frame and face
+# only and a fit on its track's views within +-radius, which every pool that fits it holds, so
+# reusing them changes nothing; it saves the roll's reads, landmarks, colour maps and fits (about
+# a third of the mask time with 16-frame chunks). Keyed by the clip's face set and the face's
+# exact box and points; a few dozen entries (a 128-px map each).
+_VIEWS: OrderedDict = OrderedDict()
+_VIEWS_MAX = 48
+
+
+def _view_key(faceset, clip_index: int, face: Face, use_lm: bool, radius: int, cuts) -> tuple | None:
+    if faceset is None or face.track_id is None:
+        return None
+    return (id(faceset), clip_index, int(face.track_id), use_lm, radius, tuple(cuts),
+            np.asarray(face.bbox, np.float64).tobytes(), np.asarray(face.kps, np.float64).tobytes())
+
+
+def _cached(key):
+    v = _VIEWS.get(key) if key is not None else None
+    if v is not None:
+        _VIEWS.move_to_end(key)
+    return v
+
+
+def _remember(key, view) -> None:
+    if key is None:
+        return
+    _VIEWS[key] = view
+    _VIEWS.move_to_end(key)
+    while len(_VIEWS) > _VIEWS_MAX:
+        _VIEWS.popitem(last=False)
+
+
+def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()):
     """Skin views of the chunk's faces plus, for video, those of the same tracks in the
     +-radius frames around the chunk (read through the context): the pool the temporal fits
     and medians draw on. Every view depends on its own frame only."""
@@ -120,26 +154,46 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of):
     # the eyes), but every view must be made the same way, roll frames included.
     use_lm = all(it.lm is not None for it in items)
     roll_lm = use_lm and analyzer is not None and getattr(analyzer, "supports_landmarks", False)
-    views = [builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
-                               it.face.landmarks if use_lm else None) for it in items]
+    cache = faceset is not None and reader is not None and radius > 0 and (roll_lm or not use_lm)
+    views = []
+    for it in items:
+        k = _view_key(faceset, first + it.i, it.face, use_lm, radius, cuts) if cache and key_of(it.face) is not None \
+            else None
+        v = _cached(k)
+        if v is None:
+            v = builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
+                                  it.face.landmarks if use_lm else None)
+            _remember(k, v)
+        views.append(v)
     pool = list(views)
     keys = {v.key for v in views if v.key is not None}
-    if not keys or radius <= 0 or faceset is None or reader is None or (use_lm and not roll_lm):
+    if not keys or not cache:
         return views, pool
     total = len(faceset.frames)
     lo, hi = max(0, first - radius), min(total, first + len(frames) + radius)
-    roll = [i for i in range(lo, hi) if not first <= i < first + len(frames)
-            and any(key_of(f) in keys for f in faceset.frames[i].faces)]
-    if roll:
-        imgs = reader(roll)
-        rfaces = [[f.copy() for f in faceset.frames[i].faces if key_of(f) in keys] for i in roll]
+    need = []
+    for i in range(lo, hi):
+        if first <= i < first + len(frames):
+            continue
+        for f in faceset.frames[i].faces:
+            if key_of(f) in keys:
+                k = _view_key(faceset, i, f, use_lm, radius, cuts)
+                v = _cached(k)
+                if v is not None:
+                    pool.append(v)
+                else:
+                    need.append((i, f.copy(), k))
+    if need:
+        roll = sorted({i for i, _, _ in need})
+        imgs = dict(zip(roll, reader(roll)))
         if use_lm:
-            missing = [[f for f in fs if f.landmarks is None] for fs in rfaces]
-            if any(missing):
-                analyzer.landmarks68(imgs, missing)
-        for i, img, fs in zip(roll, imgs, rfaces):
-            for f in fs:
-                pool.append(builtin.skin_view(img, f.bbox, f.kps, i, key_of(f), f.landmarks if use_lm else None))
+            by_frame = [[f for i2, f, _ in need if i2 == i and f.landmarks is None] for i in roll]
+            if any(by_frame):
+                analyzer.landmarks68([imgs[i] for i in roll], by_frame)
+        for i, f, k in need:
+            v = builtin.skin_view(imgs[i], f.bbox, f.kps, i, key_of(f), f.landmarks if use_lm else None)
+            _remember(k, v)
+            pool.append(v)
     return views, pool
 
 

@@ -33,6 +33,7 @@ class SkinView:
     samples: np.ndarray | None     # (N, 3) Lab of this frame's reliable skin
     d2: np.ndarray | None = None   # squared skin distance; None if too little skin was visible
     model: occ.SkinModel | None = None
+    fitted: bool = False           # fit_views ran on it (its window's fit never changes)
 
 
 def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
@@ -61,8 +62,9 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
     distance map is computed."""
     keys, index = [v.key for v in pool], [v.clip_index for v in pool]
     for v in targets:
-        if v.lab is None:
+        if v.lab is None or v.fitted:
             continue
+        v.fitted = True
         group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
         if not any(g is v for g in group):
             group.append(v)

@@ -33,7 +33,17 @@ class SkinModel:
 
     def distance2(self, x: np.ndarray) -> np.ndarray:
         """Squared Mahalanobis distance to the nearest component, for (N, 3) Lab values."""
-        return np.min([_mahalanobis2(x, m, ic) for m, ic in zip(self.means, self.inv_covs)], axis=0)
+        x = np.ascontiguousarray(x, np.float32).reshape(-1, 1, 3)
+        out = None
+        for m, ic in zip(self.means, self.inv_covs):
+            # (x-m)^T ic (x-m) = |L^T (x-m)|^2 with ic = L L^T: one 3x4 cv2.transform per
+            # component (the per-pixel 3x3 product in C, not numpy's (N,3)@(3,3) + einsum: the
+            # skin-distance maps were the mask stack's largest single cost).
+            lt = _whitener(ic)
+            y = cv2.transform(x, np.hstack([lt, -(lt @ m.astype(np.float64))[:, None]]))
+            d = cv2.transform(y * y, np.ones((1, 3), np.float64)).reshape(-1)
+            out = d if out is None else np.minimum(out, d)
+        return out
 
     def to_json(self) -> dict:
         return {"lab_means": [[round(float(v), 1) for v in m] for m in self.means], "samples": self.samples}
@@ -187,6 +197,18 @@ def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:
     soft = cv2.GaussianBlur(m.astype(np.float32), (0, 0), sigma)
     soft = np.maximum(soft, hard.astype(np.float32))
     return np.clip(1.0 - soft, 0.0, 1.0)
+
+
+def _whitener(inv_cov: np.ndarray) -> np.ndarray:
+    """L^T with inv_cov = L L^T (inv_cov is symmetric positive definite: an inverted covariance
+    plus a diagonal floor); an eigen-decomposition where float rounding broke definiteness."""
+    ic = np.asarray(inv_cov, np.float64)
+    ic = (ic + ic.T) / 2
+    try:
+        return np.linalg.cholesky(ic).T
+    except np.linalg.LinAlgError:
+        w, v = np.linalg.eigh(ic)
+        return (v * np.sqrt(np.clip(w, 0, None))).T
 
 
 def _mahalanobis2(x: np.ndarray, mean: np.ndarray, inv_cov: np.ndarray) -> np.ndarray:

@@ -264,17 +264,25 @@ def test_options_are_validated_and_keyed():
 
 
 def test_mask_overhead_on_the_sample_clip(analyzer, source, clip):
+    """masks/swap time below 1.5. On a shared machine one run's ratio swings with other load
+    (a burst during the swap or during the masks), so the chunk runs 5 times and each stage's
+    fastest run counts, as timeit does: load only ever adds time, and the minimum is the run
+    least disturbed. A mask stack that really costs more than 1.5x the swap still fails."""
     frames, faces = clip
     _swap(analyzer, source, frames[:2], faces[:2], MaskOptions(), ClipContext(None, 0))   # warm-up
-    t: dict = {}
-    t0 = time.perf_counter()
-    _swap(analyzer, source, frames, faces, MaskOptions(), ClipContext(None, 0), timings=t)
-    total = time.perf_counter() - t0
-    ratio = t["masks"] / t["swap"]
+    runs = []
+    for _ in range(5):
+        t: dict = {}
+        t0 = time.perf_counter()
+        _swap(analyzer, source, frames, faces, MaskOptions(), ClipContext(None, 0), timings=t)
+        runs.append((t["swap"], t["masks"], time.perf_counter() - t0))
+    swap, masks, total = (min(r[k] for r in runs) for k in range(3))
+    ratio = masks / swap
     print(f"\n[masks] {len(frames)} frames {frames[0].shape[1]}x{frames[0].shape[0]}: "
-          f"swap {t['swap'] / len(frames) * 1000:.1f}"
-          f" ms/frame, masks {t['masks'] / len(frames) * 1000:.1f} ms/frame (masks/swap {ratio:.2f}), "
-          f"chunk total {total / len(frames) * 1000:.1f} ms/frame")
+          f"swap {swap / len(frames) * 1000:.1f}"
+          f" ms/frame, masks {masks / len(frames) * 1000:.1f} ms/frame (masks/swap {ratio:.2f}, fastest of 5), "
+          f"chunk total {total / len(frames) * 1000:.1f} ms/frame; ratios per run "
+          f"{[round(r[1] / r[0], 2) for r in runs]}")
     assert ratio < 1.5
 
 
