@@ -34,6 +34,10 @@ class SkinView:
     d2: np.ndarray | None = None   # squared skin distance; None if too little skin was visible
     model: occ.SkinModel | None = None
     fitted: bool = False           # fit_views ran on it (its window's fit never changes)
+    hue: np.ndarray | None = None  # hue (degrees) and saturation of the box at work scale
+    sat: np.ndarray | None = None
+    hue_samples: np.ndarray | None = None   # (N,) hue of the skin samples with usable saturation
+    hue_floor: float | None = None          # the window's reddest skin hue (fit_views)
 
 
 def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
@@ -51,9 +55,13 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     shape = (max(1, round(sub.shape[0] * s)), max(1, round(sub.shape[1] * s)))
     small = cv2.resize(sub, shape[::-1], interpolation=cv2.INTER_AREA) if s < 1 else sub
     lab = occ.lab(small)
+    hue, sat = occ.hue_sat(small)
     local = (np.asarray(kps, np.float32) - (bx0, by0)) * s
     lm = None if lm68 is None else (np.asarray(lm68, np.float32) - (bx0, by0)) * s
-    return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[occ.skin_sample_mask(shape, lm, local)])
+    sm = occ.skin_sample_mask(shape, lm, local)
+    sat = np.where(occ.mouth_region(shape, lm, local), 0.0, sat).astype(np.float32)   # no hue test on the lips
+    return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
+                    hue_samples=hue[sm & (sat >= 0.15)])
 
 
 def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of) -> None:
@@ -77,6 +85,11 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
         v.model = occ.fit_skin(x)
         if v.model is not None:
             v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+            hs = [g.hue_samples for g in group if g.hue_samples is not None]
+            h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
+            v.hue_floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
+            if v.hue_floor is not None:
+                v.d2 = np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor))
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
@@ -101,7 +114,8 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         # so an occluder that moves across the face (a waving hand) is never voted away.
         strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
         d2 = np.where(own > strong, np.maximum(d2, own), d2)
-        it.info["skin"] = view.model.to_json()
+        it.info["skin"] = {**view.model.to_json(), "hue_floor": None if view.hue_floor is None
+                           else round(view.hue_floor, 1)}
         inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
         lm = None if it.lm is None else it.lm * s
         if opts.builtin_occlusion:

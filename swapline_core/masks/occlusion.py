@@ -5,7 +5,9 @@ nose, from the landmarks; pooled over a few frames of the track by ``builtin``),
 the face that are unlikely under it are candidates. Eyes, brows, nostrils and lips are not skin
 either, so a candidate blob counts as an occluder only where it reaches out of those feature
 zones: a dark bar or sunglasses cover the skin around the eyes, a glasses frame crosses the cheeks
-and the nose bridge, hair, a microphone or a hand of another colour come in over skin. A blob that
+and the nose bridge, hair, a microphone or a hand of another colour come in over skin. Under red
+light shaded skin is as red in Lab as a red object, so a second test flags saturated pixels whose
+hue is redder than any of the skin samples' (``redder_than_skin``; not on the lips, which are). A blob that
 stays inside a feature zone is the feature itself and is swapped, and so is a small blob wholly
 inside the face (a specular highlight): occluders enter from the face's rim or cover much of it.
 
@@ -21,6 +23,8 @@ import cv2
 import numpy as np
 
 WORK_SIZE = 128.0       # faces are analysed at about this many pixels (cost independent of size)
+HUE_MARGIN = 4.0        # degrees past the skin's reddest hue that count as "not skin" (redder_than_skin)
+MIN_HUE_SAT = 0.4       # below this saturation hue is too unsteady to judge
 
 
 @dataclass
@@ -57,6 +61,49 @@ def lab(rgb: np.ndarray) -> np.ndarray:
     """Lab of a lightly blurred image: single-pixel noise must not read as an occluder."""
     f = cv2.GaussianBlur(rgb.astype(np.float32) / 255.0, (0, 0), 1.0)
     return cv2.cvtColor(f, cv2.COLOR_RGB2Lab)
+
+
+def hue_sat(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hue in degrees (-180..180, 0 = red, skin around +10..+30) and saturation (0..1) of the
+    same lightly blurred image ``lab`` sees."""
+    f = cv2.GaussianBlur(rgb.astype(np.float32) / 255.0, (0, 0), 1.0)
+    hsv = cv2.cvtColor(f, cv2.COLOR_RGB2HSV)
+    return (hsv[..., 0] + 180.0) % 360.0 - 180.0, hsv[..., 1]
+
+
+def redder_than_skin(hue: np.ndarray, sat: np.ndarray, floor: float) -> np.ndarray:
+    """A squared pseudo skin distance for saturated pixels more purple-red than the skin's
+    reddest tone: 4.5 (the occluder threshold) at HUE_MARGIN degrees past it.
+
+    Why: under red light the shaded skin is about as red in Lab as a red object (the sample
+    clip: shaded cheek a* 33, the glasses frames a* 40-60, within 4 sigma of the shaded tone),
+    so the colour model passes red glasses frames as skin. Their hue still tells them apart:
+    skin stays on the yellow side of red (measured on that clip: skin samples' hue >= 0..4 deg,
+    the frames' -7..+2 deg at saturation 0.6-0.9)."""
+    # Weighted in over 0.1 of saturation, not switched, and rising over 2 x HUE_MARGIN degrees
+    # (threshold at HUE_MARGIN past the floor): hue is noisier than Lab, and a steeper or gated
+    # term made the glasses' edges flicker on a still face (measured: twice the toggling pixels).
+    w = np.clip((sat - MIN_HUE_SAT) / 0.1 + 0.5, 0.0, 1.0)
+    d = w * np.clip(4.5 * (floor + HUE_MARGIN - hue) / (2.0 * HUE_MARGIN), 0.0, None)
+    return np.square(d).astype(np.float32)
+
+
+def mouth_region(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
+    """The lips and a wide margin around them: where ``redder_than_skin`` does not judge. Lips
+    (lipstick or not) are redder than the skin by nature; the feature-zone rule protects them
+    only where the landmarks sit right, and a turned face's mis-read lips otherwise became an
+    "occluder" that kept the target's whole mouth (the sample clip's frame 4)."""
+    m = np.zeros(shape, np.uint8)
+    if lm68 is not None:
+        lips = lm68[48:60]
+        mw = max(float(np.linalg.norm(lm68[54] - lm68[48])), 1.0)
+        cv2.fillConvexPoly(m, cv2.convexHull(np.rint(lips).astype(np.int32)), 1)
+        g = max(1, round(0.3 * mw))
+        return cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1))).astype(bool)
+    mc = (kps[3] + kps[4]) / 2
+    mw = max(float(np.linalg.norm(kps[4] - kps[3])), 1.0)
+    cv2.ellipse(m, tuple(int(v) for v in np.rint(mc)), (int(0.9 * mw), int(0.6 * mw)), 0, 0, 360, 1, -1)
+    return m.astype(bool)
 
 
 def skin_sample_mask(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
