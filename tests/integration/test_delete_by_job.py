@@ -36,13 +36,28 @@ def _outputs(server, hist) -> list[Path]:
     return [server.output_path(i) for i in items]
 
 
+def _unique_source(server) -> str:
+    """Job B's source: the target reference with one pixel changed, so its hash is B's alone. Other
+    tests on this session's server ran with the shipped images, and a deletion by source hash
+    rightly removes every job of that source."""
+    import numpy as np
+    from PIL import Image
+
+    from devtools.media import SAMPLES
+
+    img = np.array(Image.open(SAMPLES / "target_reference.png").convert("RGB"))
+    img[0, 0] = (img[0, 0].astype(np.int16) + 1) % 256
+    Image.fromarray(img).save(server.base_dir / "input" / "swapline_dsr_subject_b.png")
+    return "swapline_dsr_subject_b.png"
+
+
 def test_delete_one_of_two_jobs_over_http(staged):
     out = staged.base_dir / "output"
     faces = staged.models_dir / "swapline" / "faces"
     before_a = _files(staged.base_dir)
     hist_a = staged.run(_job("swapline_source_face.png", "swapline/dsr_a", save_as="dsr_subject_a"))
     after_a = _files(staged.base_dir)
-    hist_b = staged.run(_job("swapline_target_reference.png", "swapline/dsr_b"))
+    hist_b = staged.run(_job(_unique_source(staged), "swapline/dsr_b"))
     job_a, job_b = hist_a["_prompt_id"], hist_b["_prompt_id"]
     made_by_a = {f for f in set(after_a) - set(before_a)                # user/ holds the dev signer
                  if f.startswith("output/") and f != "output/swapline_audit.jsonl"}
@@ -105,7 +120,7 @@ def test_delete_one_of_two_jobs_over_http(staged):
     assert [j["job_id"] for j in r.json()["jobs"]] == [job_b]
     for p in _outputs(staged, hist_b):
         assert not p.exists(), p
-    hist_c = staged.run(_job("swapline_target_reference.png", "swapline/dsr_c"))
+    hist_c = staged.run(_job("swapline_dsr_subject_b.png", "swapline/dsr_c"))
     assert all(p.exists() for p in _outputs(staged, hist_c))
     r = requests.post(staged.url + "/swapline/cache/sweep", json={"reclaim_all": True}, timeout=60)
     assert r.status_code == 200 and {"removed", "kept_in_use", "bytes_left"} <= set(r.json())

@@ -108,7 +108,7 @@ def test_builtin_video_swap_workflow(comfy):
     from swapline_core.provenance.hashing import sha256_file
 
     log = read_audit_log(comfy.base_dir / "output" / "swapline_audit.jsonl")
-    assert any(r["output_sha256"] == sha256_file(out) and r["job_id"] == hist["_prompt_id"] for r in log.records)
+    assert any(r.get("output_sha256") == sha256_file(out) and r["job_id"] == hist["_prompt_id"] for r in log.records)
 
 
 def test_corrupt_video_gives_clear_error(comfy, tmp_path):

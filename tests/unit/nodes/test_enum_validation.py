@@ -13,11 +13,20 @@ from devtools.inprocess import import_pack, run_async
 
 
 @pytest.fixture(scope="module")
-def node_classes():
+def node_classes(tmp_path_factory):
     import_pack()
     import importlib
 
+    import folder_paths
     from comfy_api.latest import io
+
+    from devtools.synthetic_safety import build_safety_models
+
+    # no safety classifier is bundled: without one, the loader's own file check answers before the
+    # combo checks this test is about (other loaders find the stand-ins tests put in ComfyUI's models)
+    models = tmp_path_factory.mktemp("models")
+    build_safety_models(models)
+    folder_paths.add_model_folder_path("swapline_safety", str(models / "swapline_safety"))
 
     ext = importlib.import_module("swapline.nodes").SwaplineExtension()
     classes = run_async(ext.get_node_list())
