@@ -12,6 +12,7 @@ parts in ``patch.layers`` for previews and a JSON summary in ``patch.info["masks
 """
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -127,17 +128,20 @@ def _view_key(faceset, clip_index: int, face: Face, use_lm: bool, radius: int, c
             np.asarray(face.bbox, np.float64).tobytes(), np.asarray(face.kps, np.float64).tobytes())
 
 
-def _cached(key):
-    v = _VIEWS.get(key) if key is not None else None
-    if v is not None:
-        _VIEWS.move_to_end(key)
-    return v
+def _cached(key, faceset):
+    hit = _VIEWS.get(key) if key is not None else None
+    # id() of a freed face set can be reused by a new one: the weak reference says whether the
+    # entry still belongs to this very face set
+    if hit is None or hit[0]() is not faceset:
+        return None
+    _VIEWS.move_to_end(key)
+    return hit[1]
 
 
-def _remember(key, view) -> None:
+def _remember(key, view, faceset) -> None:
     if key is None:
         return
-    _VIEWS[key] = view
+    _VIEWS[key] = (weakref.ref(faceset), view)
     _VIEWS.move_to_end(key)
     while len(_VIEWS) > _VIEWS_MAX:
         _VIEWS.popitem(last=False)
@@ -159,11 +163,11 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     for it in items:
         k = _view_key(faceset, first + it.i, it.face, use_lm, radius, cuts) if cache and key_of(it.face) is not None \
             else None
-        v = _cached(k)
+        v = _cached(k, faceset)
         if v is None:
             v = builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
                                   it.face.landmarks if use_lm else None)
-            _remember(k, v)
+            _remember(k, v, faceset)
         views.append(v)
     pool = list(views)
     keys = {v.key for v in views if v.key is not None}
@@ -178,7 +182,7 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
         for f in faceset.frames[i].faces:
             if key_of(f) in keys:
                 k = _view_key(faceset, i, f, use_lm, radius, cuts)
-                v = _cached(k)
+                v = _cached(k, faceset)
                 if v is not None:
                     pool.append(v)
                 else:
@@ -192,7 +196,7 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
                 analyzer.landmarks68([imgs[i] for i in roll], by_frame)
         for i, f, k in need:
             v = builtin.skin_view(imgs[i], f.bbox, f.kps, i, key_of(f), f.landmarks if use_lm else None)
-            _remember(k, v)
+            _remember(k, v, faceset)
             pool.append(v)
     return views, pool
 
