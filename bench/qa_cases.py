@@ -31,9 +31,12 @@ BAD_CASES = {
     "seam_ring": "seam_ratio",
     "colour_bleed": "bleed",
     "no_swap": "coverage",
-    "classical_today": "occluder_overwrite",
 }
 GOOD_CASES = ("improved_swap", "improved_swap_feather")
+# The pipeline's real output, reported with every calibration but expected neither to pass nor to
+# fail: it was a known-bad case (the glasses frames painted over on 45 of 48 frames) until the
+# built-in occluder's hue test kept red frames (issue 13); the same limits now fail 3 of 48 on that.
+REFERENCE_CASES = ("classical_today",)
 
 
 @dataclasses.dataclass

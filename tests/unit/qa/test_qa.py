@@ -119,7 +119,7 @@ def face_records(report):
 
 def test_classical_swap_passes_default_thresholds(classical_report):
     s = classical_report["summary"]
-    assert classical_report["decision"] == "pass", [(r["index"], [f.get("reasons") for f in r["faces"]])
+    assert classical_report["decision"] == "pass", [(r["frame"], [f.get("reasons") for f in r["faces"]])
                                                     for r in classical_report["frames"] if r["status"] == "fail"][:3]
     assert s["ok"] == N_FRAMES and s["fail"] == 0 and s["no_face"] == 0
     assert s["redetection_rate"] == 1.0

@@ -78,11 +78,12 @@ def test_no_swap_fails_on_coverage_not_quality(reports):
                for f in _faces(rep))
 
 
-def test_classical_today_fails_where_a_viewer_does(reports):
-    """The pipeline's real output on the sample (the README demo): the glasses frames across the
-    face are painted over on (nearly) every frame."""
+def test_classical_today_keeps_the_glasses(reports):
+    """The pipeline's real output on the sample (the README demo). It painted the glasses frames
+    over on (nearly) every frame until the built-in occluder's hue test kept red frames (issue 13);
+    the gate must now see them kept on most frames (3 of 48 fail in docs/measurements/qa_thresholds.md)."""
     reasons = [x for f in _faces(reports["classical_today"]) for x in f["reasons"]]
-    assert sum("occluder painted over" in x for x in reasons) >= FRAMES // 2
+    assert sum("occluder painted over" in x for x in reasons) <= FRAMES // 4
 
 
 def test_occluder_estimate_sees_glasses_not_shade(clip):
