@@ -7,7 +7,10 @@ Builds every case of ``bench/qa_cases.py`` from ``assets/samples/kling_avatar_cl
 every metric on every frame of every case, and for each calibrated metric puts the limit halfway
 between the worst known-good frame and the median frame of the known-bad case made for that
 metric. It then re-judges every case with the new limits and checks that each known-bad case is
-caught by its own metric (on most of its frames) and that the known-good cases pass.
+caught by its own metric (on most of its frames) and that the known-good cases pass. Frozen
+known-bad outputs (``qa_cases.FROZEN_BAD_CASES``, files under ``tests/fixtures/qa/`` made by old
+code, e.g. ``demo_at_issue``) are judged too, on the clip's same first frames; with ``--reuse`` they
+are measured when the records lack them (the clip's first frames tracked, ~15 s).
 Writes ``swapline_core/qa/thresholds.json`` (the gate's defaults) and
 ``docs/measurements/qa_thresholds.md`` (command, date, machine, the table).
 """
@@ -65,6 +68,24 @@ OWN_REASON = {
 RECORDS = REPO / "out" / "bench" / "qa_calibration_records.json"
 
 
+def measure_frozen(analyzer, records: dict, clip: qa_cases.Clip | None = None) -> None:
+    """Add the records of the frozen known-bad cases (files, made by old code) that ``records``
+    lacks. Frame k of a frozen case is frame k of the clip; with no ``clip`` (``--reuse``), the
+    clip's first frames are tracked here (a few seconds), nothing is swapped."""
+    for name in qa_cases.FROZEN_BAD_CASES:
+        if name in records:
+            continue
+        t0 = time.perf_counter()
+        out = qa_cases.load_frozen(name)
+        if clip is None:
+            with tempfile.TemporaryDirectory() as store:
+                clip = qa_cases.load_clip(analyzer, store, count=len(out), chunk=len(out), swap=False)
+        n = min(len(out), len(clip.originals))
+        rep = gate.evaluate_frames(analyzer, clip.originals[:n], out[:n], clip.faces[:n], clip.source)
+        records[name] = rep["frames"]
+        print(f"  {name} (frozen, {n} frames): {time.perf_counter() - t0:.0f} s", flush=True)
+
+
 def measure(analyzer, frames: int) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as store:
         clip = qa_cases.load_clip(analyzer, store, count=frames)
@@ -75,6 +96,7 @@ def measure(analyzer, frames: int) -> tuple[dict, dict]:
         rep = gate.evaluate_frames(analyzer, clip.originals, out, clip.faces, clip.source)
         records[name] = rep["frames"]
         print(f"  {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    measure_frozen(analyzer, records, clip)
     RECORDS.parent.mkdir(parents=True, exist_ok=True)
     RECORDS.write_text(json.dumps({"frames": frames, "records": records}))
     return records, {"frames": frames}
@@ -113,7 +135,7 @@ def verify(records: dict, th: decide.QAThresholds) -> list[dict]:
         acc = decide.QAAccumulator()
         acc.add(recs)
         s = acc.summary(th)
-        own = qa_cases.BAD_CASES.get(name)
+        own = qa_cases.BAD_CASES.get(name) or qa_cases.FROZEN_BAD_CASES.get(name)
         faces = [f for r in recs for f in r["faces"]]
         caught = None
         if own:
@@ -160,7 +182,10 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
         "back, hard and soft edge: forehead, eyes, nose and cheeks are the pipeline's pixels. Known-bad: one "
         "defect each on top of it, and no swap at all. Reported, not judged: the pipeline's real output "
         "itself (`classical_today`; a known-bad case, the glasses frames painted over, until the built-in "
-        "occluder kept red frames)."), "",
+        "occluder kept red frames). Known-bad and frozen (files, not rebuilt): `demo_at_issue`, the first "
+        "12 frames of the built-in demo's output when issue 14 was filed (commit 1e0d70c: glasses painted "
+        "over, colour bleed, the target's mouth replaced), `tests/fixtures/qa/demo_at_issue/`, judged "
+        "against the same frames of the clip."), "",
         ("Each limit sits halfway between the worst known-good frame and the median frame of the known-bad "
          "case made for that metric. Where that median is not beyond the worst known-good frame (not "
          "separated), the limit is the worst known-good value plus a quarter of the known-good spread "
@@ -205,6 +230,12 @@ def main(argv=None) -> int:
         data = json.loads(RECORDS.read_text())
         records, meta = data["records"], {"frames": data["frames"]}
         args.frames = data["frames"]
+        if any(name not in records for name in qa_cases.FROZEN_BAD_CASES):
+            from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+
+            print("measuring the frozen cases the records lack ...", flush=True)
+            measure_frozen(BuiltinAnalyzer(), records)
+            RECORDS.write_text(json.dumps(data))
     else:
         from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 
