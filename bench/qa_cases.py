@@ -38,11 +38,12 @@ GOOD_CASES = ("improved_swap", "improved_swap_feather")
 # built-in occluder's hue test kept red frames (issue 13); the same limits now fail 3 of 48 on that.
 REFERENCE_CASES = ("classical_today",)
 # Known-bad outputs frozen as files (made by old code, so not rebuilt from today's pipeline): case ->
-# the metric that must catch it. Each is the first frames of the sample clip, one PNG per frame,
-# under tests/fixtures/qa/<case>/ with a README saying how it was made.
+# the metrics that must each catch it. Each is the first frames of the sample clip, one PNG per
+# frame, under tests/fixtures/qa/<case>/ with a README saying how it was made.
 # demo_at_issue: the built-in demo's output when issue 14 was filed (commit 1e0d70c): red glasses
-# painted over, colour bleed, the target's mouth replaced. Today's limits see the glasses.
-FROZEN_BAD_CASES = {"demo_at_issue": "occluder_overwrite"}
+# painted over, a cyan band on the forehead (colour bleed), the target's open mouth replaced by
+# the source's closed one. Each defect must be seen by its own metric.
+FROZEN_BAD_CASES = {"demo_at_issue": ("occluder_overwrite", "bleed", "expression")}
 
 
 @dataclasses.dataclass

@@ -75,7 +75,8 @@ class QAGate(io.ComfyNode):
                 io.Float.Input("max_occluder_overwrite", default=AUTO, min=-1.0, max=1.0, step=0.01,
                                tooltip=f"Maximum share of the target's occluder pixels (glasses, hands) changed {limit}."),
                 io.Float.Input("max_colour_cast", default=AUTO, min=-1.0, max=100.0, step=0.5,
-                               tooltip=f"Maximum colour difference (delta E) of the face skin to the target's {limit}."),
+                               tooltip="Maximum colour shift (CIELAB a*, b*) of the face skin against the "
+                                       f"target's, on the worse face half {limit}."),
                 io.Float.Input("max_seam_ratio", default=AUTO, min=-1.0, max=20.0, step=0.05,
                                tooltip=f"Maximum edge energy on the paste boundary relative to the target {limit}."),
                 io.Float.Input("max_bleed", default=AUTO, min=-1.0, max=1.0, step=0.005,

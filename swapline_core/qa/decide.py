@@ -52,7 +52,7 @@ class QAThresholds:
     min_expression_corr: float = _D["min_expression_corr"]   # mouth opening correlation over the window
     expression_window: int = _D["expression_window"]         # evaluated frames per correlation window
     max_occluder_overwrite: float = _D["max_occluder_overwrite"]
-    max_colour_cast: float = _D["max_colour_cast"]           # delta E (CIE76)
+    max_colour_cast: float = _D["max_colour_cast"]           # chroma shift (a*, b*), worse face half
     max_seam_ratio: float = _D["max_seam_ratio"]
     max_bleed: float = _D["max_bleed"]
     max_offface: float = _D["max_offface"]
@@ -120,7 +120,7 @@ _CHECKS = (
     ("mouth_delta", "max_mouth_delta", "max", "mouth opening differs from the target's by", ".3f"),
     ("expression_corr", "min_expression_corr", "min", "mouth does not follow the target: correlation", ".2f"),
     ("occluder_overwrite", "max_occluder_overwrite", "max", "occluder painted over: share", ".2f"),
-    ("colour_cast", "max_colour_cast", "max", "colour cast dE", ".1f"),
+    ("colour_cast", "max_colour_cast", "max", "colour cast: chroma shift", ".1f"),
     ("seam_ratio", "max_seam_ratio", "max", "seam at the paste boundary: gradient ratio", ".2f"),
     ("bleed", "max_bleed", "max", "foreign colour bled into the face: share", ".3f"),
     ("offface", "max_offface", "max", "pasted off the face: changed area outside the face", ".2f"),

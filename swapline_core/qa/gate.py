@@ -283,7 +283,10 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 occ = occluders(index, originals[k], t) if occluders is not None else None
                 img = image_metrics(originals[k], swapped[k], o.landmarks, occ)
             result_lm = e.landmarks if e.landmarks is not None else s.landmarks
-            expr = expression_values(o.landmarks, result_lm if red else None)
+            # the result's mouth is read twice: on the probe and on the result frame itself (the
+            # less open of the two counts, see metrics_expression.expression_values)
+            expr = expression_values(o.landmarks, result_lm if red else None,
+                                     s.landmarks if red and e.landmarks is not None else None)
             changed = img.get("changed")
             face_records.append({
                 "track_id": t.track_id, "bbox": [round(float(v), 1) for v in t.bbox],

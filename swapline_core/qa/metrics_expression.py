@@ -8,7 +8,8 @@ opening while the target's moves: the per-frame gap grows and the correlation dr
 
 The result's landmarks are fitted on a probe (:func:`mouth_probe`): the target frame with only
 the result's lower face in it, placed by the target's keypoints, so the swapped eyes and nose do
-not move the fitted mouth.
+not move the fitted mouth; and on the result frame itself. The less open reading counts
+(:func:`expression_values` says why).
 
 The window is computed from the per-frame records after every chunk is evaluated, so it does
 not depend on chunk boundaries and a resumed run gives the same numbers as an uninterrupted one.
@@ -74,11 +75,27 @@ def eye_open(lm: np.ndarray) -> float:
     return float(np.mean(vals))
 
 
-def expression_values(target_lm: np.ndarray | None, result_lm: np.ndarray | None) -> dict:
-    """Per-frame values for one face (None where landmarks are missing)."""
+def expression_values(target_lm: np.ndarray | None, result_lm: np.ndarray | None,
+                      result_frame_lm: np.ndarray | None = None) -> dict:
+    """Per-frame values for one face (None where landmarks are missing).
+
+    ``result_lm``: the result's landmarks fitted on the probe (:func:`mouth_probe`);
+    ``result_frame_lm`` (optional): fitted on the result frame itself. The result's mouth opening
+    is the smaller of the two readings. dlib's 68-point cascade, given a face mixed from two
+    people, errs towards an open mouth: its shape prior puts the lower lip where the rest of the
+    face says the mouth should be. Measured on the demo output of issue 14 (the source's closed
+    mouth, pasted a lip-height above the target's open one): the probe read it 0.02-0.10 jaw
+    widths open, the result frame 0.002-0.008 (a viewer sees it closed), so the probe alone let
+    the replaced mouth pass. The other way round, on a result that kept the target's lower face
+    under a swapped upper face, the frame's fit is the mixed one and the probe reads the mouth
+    right. Taking the less open reading keeps the correct one in both; a mouth that is really
+    open is read open by both fits.
+    """
     if target_lm is None or result_lm is None:
         return {"mouth_target": None, "mouth_result": None, "mouth_delta": None, "eye_delta": None}
     mt, mr = mouth_open(target_lm), mouth_open(result_lm)
+    if result_frame_lm is not None:
+        mr = min(mr, mouth_open(result_frame_lm))
     return {"mouth_target": mt, "mouth_result": mr, "mouth_delta": abs(mr - mt),
             "eye_delta": abs(eye_open(result_lm) - eye_open(target_lm))}
 

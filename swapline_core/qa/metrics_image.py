@@ -6,12 +6,15 @@ are where the target's face is, whatever the swapper did):
 - occluder overwrite: share of the target's occluder pixels (glasses, hands, hair over the face)
   that the result changed. The occluder mask comes from the caller (the mask stack) or, by
   default, from :func:`estimate_occluder`;
-- colour cast: CIE76 delta E between the median Lab colour of the result's face skin and the
-  target's, over the same (target skin) pixels;
+- colour cast: chroma shift (distance in a*, b*) between the median colour of the result's face
+  skin and the target's, over the same (target skin) pixels, on each half of the face (either
+  side of the nose line), the larger of the two;
 - seam ratio: gradient energy on the boundary ring of the changed region, result over target.
   A soft paste keeps the target's edge statistics (~1); a hard or haloed edge adds energy;
-- bleed: share of the target's skin pixels that the result changed into a colour far from the
-  result's own skin (foreign colour: source background, hair, a mis-matched patch);
+- bleed: share of the target's skin pixels (face and forehead) that the result changed into a
+  colour no skin of this face has (foreign colour: greener or bluer than every reference skin
+  colour of the target, or far from the result's own skin: source background, hair, a
+  mis-matched patch);
 - off-face: changed pixels outside the target's face (hull grown by ``FACE_MARGIN``), per
   hull pixel. A paste that landed beside the face changes pixels where no face is;
 - changed: share of the target's face hull the result changed (coverage: was it swapped at all).
@@ -47,11 +50,26 @@ REF_MIN_SHARE = 0.004
 # Foreign colour: this far from the result's median skin is no skin tone at all (blue, green,
 # saturated background); shading and lips of a swapped face stay well inside it.
 FOREIGN_DE = 40.0
+# Foreign colour, by hue: a changed pixel whose a* (green-red) or b* (blue-yellow) is below the
+# lowest of the target's reference skin colours by this margin is greener or bluer than any skin
+# of this face under this light. Lighting moves skin along a* and b* together, but skin never turns
+# greener or bluer than its own palette. The demo output of issue 14 had a cyan band on the
+# forehead (a* -7, b* 3 where the target's forehead is a* 3, b* 7, its palette's lowest a* 2): only
+# ~10 delta E away and 20-30 from the result's median skin, so the distance test missed it, while
+# a viewer sees it at once against the red-lit face. The margin is a little more than a colour bin
+# (REF_BIN), so a bin's rounding is no foreign colour.
+FOREIGN_AB = 5.0
+# The forehead (above the brows, not in the 68-point hull): the brows moved up by this many face
+# sizes. The demo output of issue 14 put its cyan band there, 0.05-0.27 face sizes above the
+# brows, where no hull-based region looked. Only the target's skin-coloured pixels there count
+# (hair, a hat or a fringe are not skin).
+FOREHEAD = 0.3
 # Margins in face sizes (face size = sqrt of the hull area).
 FACE_MARGIN = 0.12           # off-face: grown hull; paste masks feather a little past the hull
 FEATURE_MARGIN = 0.05        # eyes/brows/lips grown by this before they are excluded from skin
 RING = 0.04                  # half-width of the seam ring
 MIN_OCCLUDER_SHARE = 0.02    # fewer occluder pixels than this share of the hull: no measurement
+HALF_MIN_SHARE = 0.1         # colour cast: a face half with less of the skin is not measured alone
 SEAM_EPS = 2.0               # added to both gradient energies (grey levels): flat rings stay ~1
 
 _EYES = (list(range(36, 42)), list(range(42, 48)))
@@ -90,8 +108,13 @@ def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndar
     for idx in SKIN_REFERENCE:
         cv2.fillConvexPoly(ref, cv2.convexHull(np.round(lm[idx]).astype(np.int32)), 1)
     ref = ref.astype(bool) & hull.astype(bool) & ~feats.astype(bool)
+    brows = lm[17:27]
+    fh = np.zeros((h, w), np.uint8)
+    up = brows - np.array([0.0, FOREHEAD * size], np.float32)
+    cv2.fillConvexPoly(fh, cv2.convexHull(np.round(np.concatenate([brows, up])).astype(np.int32)), 1)
     return {"hull": hull.astype(bool), "grown": grown.astype(bool), "features": feats.astype(bool),
-            "skin_ref": ref, "size": size}
+            "skin_ref": ref, "forehead": fh.astype(bool) & ~hull.astype(bool) & ~feats.astype(bool),
+            "size": size}
 
 
 def skin_colours(target_lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -102,6 +125,23 @@ def skin_colours(target_lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
     bins, counts = np.unique(q, axis=0, return_counts=True)
     keep = bins[counts >= max(2, REF_MIN_SHARE * len(px))]
     return (keep.astype(np.float32) + 0.5) * REF_BIN
+
+
+def _skin_distance(px: np.ndarray, colours: np.ndarray) -> np.ndarray:
+    """Delta E of each pixel to the nearest reference skin colour (in blocks: bounded memory)."""
+    dist = np.full(len(px), np.inf, np.float32)
+    for i in range(0, len(colours), 64):
+        d = np.linalg.norm(px[:, None, :] - colours[None, i:i + 64], axis=-1).min(axis=1)
+        dist = np.minimum(dist, d)
+    return dist
+
+
+def reference_colours(target_lab: np.ndarray, regions: dict) -> np.ndarray:
+    cand = regions["hull"] & ~regions["features"]
+    ref = regions.get("skin_ref")
+    if ref is None or ref.sum() < 16:
+        ref = cand                       # no cheeks/chin in view: the whole candidate area
+    return skin_colours(target_lab, ref)
 
 
 def estimate_occluder(target_lab: np.ndarray, regions: dict, skin_de: float = SKIN_DE) -> np.ndarray:
@@ -115,15 +155,7 @@ def estimate_occluder(target_lab: np.ndarray, regions: dict, skin_de: float = SK
     cand = regions["hull"] & ~regions["features"]
     if cand.sum() < 16:
         return np.zeros_like(cand)
-    ref = regions.get("skin_ref")
-    if ref is None or ref.sum() < 16:
-        ref = cand                       # no cheeks/chin in view: the whole candidate area
-    colours = skin_colours(target_lab, ref)
-    px = target_lab[cand]
-    dist = np.full(len(px), np.inf, np.float32)
-    for i in range(0, len(colours), 64):      # blocks: bounded memory for any face size
-        d = np.linalg.norm(px[:, None, :] - colours[None, i:i + 64], axis=-1).min(axis=1)
-        dist = np.minimum(dist, d)
+    dist = _skin_distance(target_lab[cand], reference_colours(target_lab, regions))
     occ = np.zeros(cand.shape, np.uint8)
     occ[cand] = dist > skin_de
     # Opening removes speckle (pores, specular dots) that is not an object in front of the face.
@@ -144,6 +176,28 @@ def _grad(grey: np.ndarray) -> np.ndarray:
     gx = cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)
     return np.sqrt(gx * gx + gy * gy)
+
+
+def colour_cast(lo: np.ndarray, ls: np.ndarray, skin: np.ndarray, lm: np.ndarray) -> float:
+    """Chroma shift (a*, b*) of the result's skin against the target's, the larger of the face's
+    two halves (either side of the nose line, landmarks 27-33).
+
+    Chroma, not delta E: a viewer calls a face colour-cast when its hue is off; the source's skin
+    being darker or lighter is its complexion (and lighting moves L most). Halves, not the whole
+    face: under side light the lit and shaded halves are two colours, and one median over both
+    lands between them, where a swap that made both halves wrong can still match it. The demo
+    output of issue 14 (the shaded half 13-15 redder than the target's, the lit half olive):
+    whole-face median delta E 3.5-10.4, halves 12-16 in chroma.
+    """
+    p0, p1 = lm[27], lm[33]
+    yy, xx = np.mgrid[:skin.shape[0], :skin.shape[1]]
+    side = (p1[0] - p0[0]) * (yy - p0[1]) - (p1[1] - p0[1]) * (xx - p0[0]) > 0
+    def shift(m: np.ndarray) -> float:
+        return float(np.linalg.norm(np.median(ls[m][:, 1:], axis=0) - np.median(lo[m][:, 1:], axis=0)))
+
+    # a half hardly in view (a profile) is not measured on its own
+    halves = [m for m in (skin & side, skin & ~side) if m.sum() >= max(16, HALF_MIN_SHARE * skin.sum())]
+    return max(shift(m) for m in halves) if halves else shift(skin)
 
 
 def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: np.ndarray,
@@ -179,14 +233,23 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
 
     skin = hull & ~reg["features"] & ~occ
     if skin.sum() >= 16:
-        med_o = np.median(lo[skin], axis=0)
         med_s = np.median(ls[skin], axis=0)
-        out["colour_cast"] = float(np.linalg.norm(med_s - med_o))
+        out["colour_cast"] = colour_cast(lo, ls, skin, lm_c)
         # Foreign colour: skin pixels of the target that the result changed into a colour far
         # from the result's own skin (a swapped-in skin tone is not foreign, a blob of
         # background, hair or a mis-pasted patch is).
-        far_s = np.linalg.norm(ls - med_s, axis=-1) > FOREIGN_DE
-        out["bleed"] = float((far_s & changed)[skin].mean())
+        # Measured on the face's skin and on the forehead's (the target's skin-coloured pixels
+        # above the brows), where a paste's edge often lands.
+        colours = reference_colours(lo, reg)
+        fh = reg["forehead"]
+        fh_skin = np.zeros_like(fh)
+        if fh.any() and len(colours):
+            fh_skin[fh] = _skin_distance(lo[fh], colours) <= SKIN_DE
+        area = skin | fh_skin
+        foreign = np.linalg.norm(ls - med_s, axis=-1) > FOREIGN_DE
+        if len(colours):
+            foreign |= (ls[..., 1] < colours[:, 1].min() - FOREIGN_AB) | (ls[..., 2] < colours[:, 2].min() - FOREIGN_AB)
+        out["bleed"] = float((foreign & changed)[area].mean())
     else:
         out["colour_cast"] = out["bleed"] = None
 
