@@ -54,8 +54,7 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sub = frame[by0:by1, bx0:bx1]
     shape = (max(1, round(sub.shape[0] * s)), max(1, round(sub.shape[1] * s)))
     small = cv2.resize(sub, shape[::-1], interpolation=cv2.INTER_AREA) if s < 1 else sub
-    lab = occ.lab(small)
-    hue, sat = occ.hue_sat(small)
+    lab, hue, sat = occ.lab_hue_sat(small)
     local = (np.asarray(kps, np.float32) - (bx0, by0)) * s
     lm = None if lm68 is None else (np.asarray(lm68, np.float32) - (bx0, by0)) * s
     sm = occ.skin_sample_mask(shape, lm, local)
