@@ -108,7 +108,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         others = [temporal.warp_between(pool[b].d2, pool[b].m, pool[b].kps, shape, m_dst, view.kps)
                   for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
                   if pool[b] is not view and pool[b].d2 is not None]
-        d2 = temporal.median(own, others)
+        d2 = temporal.median(own, others, scratch=True)
         # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
         # so an occluder that moves across the face (a waving hand) is never voted away.
         strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2

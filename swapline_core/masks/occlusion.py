@@ -38,15 +38,20 @@ class SkinModel:
     def distance2(self, x: np.ndarray) -> np.ndarray:
         """Squared Mahalanobis distance to the nearest component, for (N, 3) Lab values."""
         x = np.ascontiguousarray(x, np.float32).reshape(-1, 1, 3)
-        out = None
+        out = y = d = None
         for m, ic in zip(self.means, self.inv_covs):
             # (x-m)^T ic (x-m) = |L^T (x-m)|^2 with ic = L L^T: one 3x4 cv2.transform per
             # component (the per-pixel 3x3 product in C, not numpy's (N,3)@(3,3) + einsum: the
-            # skin-distance maps were the mask stack's largest single cost).
+            # skin-distance maps were the mask stack's largest single cost). Into reused
+            # buffers: fresh map-sized temporaries per component cost page faults, not flops.
             lt = _whitener(ic)
-            y = cv2.transform(x, np.hstack([lt, -(lt @ m.astype(np.float64))[:, None]]))
-            d = cv2.transform(y * y, np.ones((1, 3), np.float64)).reshape(-1)
-            out = d if out is None else np.minimum(out, d)
+            y = cv2.transform(x, np.hstack([lt, -(lt @ m.astype(np.float64))[:, None]]), dst=y)
+            np.multiply(y, y, out=y)
+            if out is None:
+                out = cv2.transform(y, np.ones((1, 3), np.float64)).reshape(-1)
+            else:
+                d = cv2.transform(y, np.ones((1, 3), np.float64), dst=d)
+                np.minimum(out, d.reshape(-1), out=out)
         return out
 
     def to_json(self) -> dict:
