@@ -63,7 +63,9 @@ def work_scale(face_size: float) -> float:
 
 
 def _blurred(rgb: np.ndarray) -> np.ndarray:
-    return cv2.GaussianBlur(rgb.astype(np.float32) / 255.0, (0, 0), 1.0)
+    f = rgb.astype(np.float32)
+    np.divide(f, np.float32(255.0), out=f)
+    return cv2.GaussianBlur(f, (0, 0), 1.0)
 
 
 def lab(rgb: np.ndarray) -> np.ndarray:
@@ -273,8 +275,9 @@ def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:
     if r > 0:
         m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
     soft = cv2.GaussianBlur(m.astype(np.float32), (0, 0), sigma)
-    soft = np.maximum(soft, hard.astype(np.float32))
-    return np.clip(1.0 - soft, 0.0, 1.0)
+    np.maximum(soft, hard, out=soft)          # in place (the same values, fewer patch-sized copies)
+    np.subtract(np.float32(1.0), soft, out=soft)
+    return np.clip(soft, 0.0, 1.0, out=soft)
 
 
 def _dilate_near(m: np.ndarray, kernel: np.ndarray, reach: int) -> np.ndarray:
