@@ -77,28 +77,47 @@ def shape(face, max_residual: float) -> str | None:
 
 def paste_region(face, frame_shape) -> np.ndarray:
     """uint8 mask of where a swap would paste: the 68-point hull, else an ellipse on the box."""
+    m, (x0, y0) = _paste_region_local(face, frame_shape)
+    full = np.zeros(frame_shape[:2], np.uint8)
+    full[y0:y0 + m.shape[0], x0:x0 + m.shape[1]] = m
+    return full
+
+
+def _paste_region_local(face, frame_shape) -> tuple[np.ndarray, tuple[int, int]]:
+    """``paste_region`` drawn on a canvas covering only its bounding box (clipped to the frame)
+    and that canvas's frame origin: the same pixels, shifted by whole pixels, without a
+    frame-sized mask per face (a 1280x720 frame made the skin guard cost as much as the rest)."""
     h, w = frame_shape[:2]
-    m = np.zeros((h, w), np.uint8)
     if face.landmarks is not None:
-        hull = cv2.convexHull(np.rint(np.asarray(face.landmarks)).astype(np.int32))
-        cv2.fillConvexPoly(m, hull, 1)
+        pts = cv2.convexHull(np.rint(np.asarray(face.landmarks)).astype(np.int32)).reshape(-1, 2)
+        lo, hi = pts.min(0), pts.max(0)
     else:
         x1, y1, x2, y2 = (float(v) for v in face.bbox)
-        centre = (round((x1 + x2) / 2), round((y1 + y2) / 2))
-        axes = (max(1, round((x2 - x1) * 0.4)), max(1, round((y2 - y1) * 0.45)))
-        cv2.ellipse(m, centre, axes, 0, 0, 360, 1, -1)
-    return m
+        centre = np.array([round((x1 + x2) / 2), round((y1 + y2) / 2)], np.int64)
+        axes = np.array([max(1, round((x2 - x1) * 0.4)), max(1, round((y2 - y1) * 0.45))], np.int64)
+        lo, hi = centre - axes, centre + axes
+    # Integer shifts keep the rasterisation; a pixel of margin on each side for rounding.
+    x0, y0 = int(min(max(lo[0] - 2, 0), w)), int(min(max(lo[1] - 2, 0), h))
+    x1_, y1_ = int(max(min(hi[0] + 3, w), x0)), int(max(min(hi[1] + 3, h), y0))
+    m = np.zeros((y1_ - y0, x1_ - x0), np.uint8)
+    if m.size:
+        if face.landmarks is not None:
+            cv2.fillConvexPoly(m, (pts - (x0, y0)).astype(np.int32).reshape(-1, 1, 2), 1)
+        else:
+            cv2.ellipse(m, (int(centre[0] - x0), int(centre[1] - y0)), (int(axes[0]), int(axes[1])),
+                        0, 0, 360, 1, -1)
+    return m, (x0, y0)
 
 
 def skin_fraction(frame: np.ndarray, face) -> float:
     """Share of the paste region whose colour passes a wide YCrCb skin test (all skin tones,
     warm and cool light); clothing, walls, sky and most backgrounds fail it."""
-    m = paste_region(face, frame.shape)
+    m, (ox, oy) = _paste_region_local(face, frame.shape)
     ys, xs = np.nonzero(m)
     if len(ys) == 0:
         return 0.0
     y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
-    crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
+    crop = np.ascontiguousarray(frame[oy + y0:oy + y1, ox + x0:ox + x1])
     ycc = cv2.cvtColor(crop, cv2.COLOR_RGB2YCrCb).astype(np.int16)
     cr, cb = ycc[..., 1], ycc[..., 2]
     skin = (cr >= 133) & (cr <= 180) & (cb >= 70) & (cb <= 135) & (ycc[..., 0] >= 30)

@@ -176,8 +176,15 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     total = len(faceset.frames)
     lo, hi = max(0, first - radius), min(total, first + len(frames) + radius)
     need = []
+    # A roll frame farther than ``radius`` from every face being masked is in no window that
+    # matters: fits pool +-r around views within r of a masked face (of any track: ``near``),
+    # medians +-r around the masked faces. Skipping it (where guards refused the chunk's edge
+    # faces) saves a frame read and its landmarks and changes no fit.
+    masked_at = sorted({v.clip_index for v in views})
     for i in range(lo, hi):
         if first <= i < first + len(frames):
+            continue
+        if not any(abs(i - j) <= radius for j in masked_at):
             continue
         for f in faceset.frames[i].faces:
             if key_of(f) in keys:

@@ -54,12 +54,12 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sub = frame[by0:by1, bx0:bx1]
     shape = (max(1, round(sub.shape[0] * s)), max(1, round(sub.shape[1] * s)))
     small = cv2.resize(sub, shape[::-1], interpolation=cv2.INTER_AREA) if s < 1 else sub
-    lab = occ.lab(small)
-    hue, sat = occ.hue_sat(small)
+    lab, hue, sat = occ.lab_hue_sat(small)
     local = (np.asarray(kps, np.float32) - (bx0, by0)) * s
     lm = None if lm68 is None else (np.asarray(lm68, np.float32) - (bx0, by0)) * s
     sm = occ.skin_sample_mask(shape, lm, local)
-    sat = np.where(occ.mouth_region(shape, lm, local), 0.0, sat).astype(np.float32)   # no hue test on the lips
+    sat = np.ascontiguousarray(sat, np.float32)
+    sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
     return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
                     hue_samples=hue[sm & (sat >= 0.15)])
 
@@ -89,7 +89,7 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
             v.hue_floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
             if v.hue_floor is not None:
-                v.d2 = np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor))
+                np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
@@ -105,15 +105,17 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
         m_dst = temporal.patch_affine(it.origin, s)
         own = temporal.warp_between(view.d2, view.m, view.kps, shape, m_dst, view.kps)
-        own = np.nan_to_num(own, nan=0.0)     # outside the box: no evidence of an occluder
+        own = np.nan_to_num(own, copy=False, nan=0.0)     # outside the box: no evidence of an occluder
         others = [temporal.warp_between(pool[b].d2, pool[b].m, pool[b].kps, shape, m_dst, view.kps)
                   for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
                   if pool[b] is not view and pool[b].d2 is not None]
-        d2 = temporal.median(own, others)
+        d2 = temporal.median(own, others, scratch=True)
         # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
         # so an occluder that moves across the face (a waving hand) is never voted away.
         strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
-        d2 = np.where(own > strong, np.maximum(d2, own), d2)
+        if d2 is own:
+            d2 = own.copy()
+        np.maximum(d2, own, out=d2, where=own > strong)
         it.info["skin"] = {**view.model.to_json(), "hue_floor": None if view.hue_floor is None
                            else round(view.hue_floor, 1)}
         inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0

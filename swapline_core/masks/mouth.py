@@ -62,6 +62,7 @@ def keep_mask(shape, lm68, kps, size: float, feather: float, lower_lip: float,
         m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
     sigma = max(feather * width / 2.0, 0.5)
     soft = cv2.GaussianBlur(m.astype(np.float32), (0, 0), sigma)
-    soft = np.maximum(soft, m.astype(np.float32))
+    np.maximum(soft, m, out=soft)            # in place: patch-sized temporaries cost page faults
     info["mouth_px"] = int(hard.sum())
-    return np.clip(1.0 - soft, 0.0, 1.0), info
+    np.subtract(np.float32(1.0), soft, out=soft)
+    return np.clip(soft, 0.0, 1.0, out=soft), info

@@ -38,15 +38,20 @@ class SkinModel:
     def distance2(self, x: np.ndarray) -> np.ndarray:
         """Squared Mahalanobis distance to the nearest component, for (N, 3) Lab values."""
         x = np.ascontiguousarray(x, np.float32).reshape(-1, 1, 3)
-        out = None
+        out = y = d = None
         for m, ic in zip(self.means, self.inv_covs):
             # (x-m)^T ic (x-m) = |L^T (x-m)|^2 with ic = L L^T: one 3x4 cv2.transform per
             # component (the per-pixel 3x3 product in C, not numpy's (N,3)@(3,3) + einsum: the
-            # skin-distance maps were the mask stack's largest single cost).
+            # skin-distance maps were the mask stack's largest single cost). Into reused
+            # buffers: fresh map-sized temporaries per component cost page faults, not flops.
             lt = _whitener(ic)
-            y = cv2.transform(x, np.hstack([lt, -(lt @ m.astype(np.float64))[:, None]]))
-            d = cv2.transform(y * y, np.ones((1, 3), np.float64)).reshape(-1)
-            out = d if out is None else np.minimum(out, d)
+            y = cv2.transform(x, np.hstack([lt, -(lt @ m.astype(np.float64))[:, None]]), dst=y)
+            np.multiply(y, y, out=y)
+            if out is None:
+                out = cv2.transform(y, np.ones((1, 3), np.float64)).reshape(-1)
+            else:
+                d = cv2.transform(y, np.ones((1, 3), np.float64), dst=d)
+                np.minimum(out, d.reshape(-1), out=out)
         return out
 
     def to_json(self) -> dict:
@@ -57,18 +62,37 @@ def work_scale(face_size: float) -> float:
     return min(1.0, WORK_SIZE / max(face_size, 1.0))
 
 
+def _blurred(rgb: np.ndarray) -> np.ndarray:
+    f = rgb.astype(np.float32)
+    np.divide(f, np.float32(255.0), out=f)
+    return cv2.GaussianBlur(f, (0, 0), 1.0)
+
+
 def lab(rgb: np.ndarray) -> np.ndarray:
     """Lab of a lightly blurred image: single-pixel noise must not read as an occluder."""
-    f = cv2.GaussianBlur(rgb.astype(np.float32) / 255.0, (0, 0), 1.0)
-    return cv2.cvtColor(f, cv2.COLOR_RGB2Lab)
+    return cv2.cvtColor(_blurred(rgb), cv2.COLOR_RGB2Lab)
 
 
 def hue_sat(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hue in degrees (-180..180, 0 = red, skin around +10..+30) and saturation (0..1) of the
     same lightly blurred image ``lab`` sees."""
-    f = cv2.GaussianBlur(rgb.astype(np.float32) / 255.0, (0, 0), 1.0)
+    return _hue_sat_of(_blurred(rgb))
+
+
+def lab_hue_sat(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``lab(rgb)`` and ``hue_sat(rgb)`` with the blur done once (the same values)."""
+    f = _blurred(rgb)
+    return (cv2.cvtColor(f, cv2.COLOR_RGB2Lab), *_hue_sat_of(f))
+
+
+def _hue_sat_of(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hsv = cv2.cvtColor(f, cv2.COLOR_RGB2HSV)
-    return (hsv[..., 0] + 180.0) % 360.0 - 180.0, hsv[..., 1]
+    # (h + 180) % 360 - 180 for OpenCV's h in [0, 360) without the float modulo: t - 360 is
+    # exact for t in [360, 720), so the values are the same bit for bit, at a third of the cost.
+    t = hsv[..., 0] + np.float32(180.0)
+    np.subtract(t, np.float32(360.0), out=t, where=t >= 360.0)
+    t -= np.float32(180.0)
+    return t, hsv[..., 1]
 
 
 def redder_than_skin(hue: np.ndarray, sat: np.ndarray, floor: float) -> np.ndarray:
@@ -99,7 +123,7 @@ def mouth_region(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
         mw = max(float(np.linalg.norm(lm68[54] - lm68[48])), 1.0)
         cv2.fillConvexPoly(m, cv2.convexHull(np.rint(lips).astype(np.int32)), 1)
         g = max(1, round(0.3 * mw))
-        return cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1))).astype(bool)
+        return _dilate_near(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1)), g).astype(bool)
     mc = (kps[3] + kps[4]) / 2
     mw = max(float(np.linalg.norm(kps[4] - kps[3])), 1.0)
     cv2.ellipse(m, tuple(int(v) for v in np.rint(mc)), (int(0.9 * mw), int(0.6 * mw)), 0, 0, 360, 1, -1)
@@ -138,8 +162,12 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
     k = components if len(x) >= 60 * components else 1
     centres = np.percentile(x, np.linspace(25, 75, k), axis=0) if k > 1 else np.median(x, axis=0)[None]
     w = np.array([0.5, 1.0, 1.0])             # lightness counts less when splitting
+    lab_ = None
     for _ in range(6):
-        lab_ = np.argmin((((x[:, None, :] - centres[None]) * w) ** 2).sum(-1), axis=1)
+        new = _nearest(x, centres, w)
+        if lab_ is not None and np.array_equal(new, lab_):
+            break                                # converged: later rounds would repeat this one
+        lab_ = new
         centres = np.array([x[lab_ == j].mean(0) if (lab_ == j).any() else centres[j] for j in range(k)])
     means, invs = [], []
     for j in range(k):
@@ -149,8 +177,13 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
         mean = np.median(part, axis=0)
         sd = 1.4826 * np.median(np.abs(part - mean), axis=0) + 1e-3
         cov = np.diag(sd ** 2)
+        kept = None
         for _ in range(3):
-            inl = part[_mahalanobis2(part, mean, np.linalg.inv(cov)) < 9.0]
+            sel = _mahalanobis2(part, mean, np.linalg.inv(cov)) < 9.0
+            if kept is not None and np.array_equal(sel, kept):
+                break                            # same inliers: the same mean and covariance again
+            kept = sel
+            inl = part[sel]
             if len(inl) < 20:
                 break
             mean, cov = inl.mean(axis=0), np.cov(inl.T)
@@ -242,8 +275,22 @@ def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:
     if r > 0:
         m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
     soft = cv2.GaussianBlur(m.astype(np.float32), (0, 0), sigma)
-    soft = np.maximum(soft, hard.astype(np.float32))
-    return np.clip(1.0 - soft, 0.0, 1.0)
+    np.maximum(soft, hard, out=soft)          # in place (the same values, fewer patch-sized copies)
+    np.subtract(np.float32(1.0), soft, out=soft)
+    return np.clip(soft, 0.0, 1.0, out=soft)
+
+
+def _dilate_near(m: np.ndarray, kernel: np.ndarray, reach: int) -> np.ndarray:
+    """``cv2.dilate(m, kernel)`` computed only around m's nonzero pixels (the same result: a
+    dilation reaches ``reach`` pixels at most, and beyond the image edge it sees nothing)."""
+    ys, xs = np.nonzero(m.any(axis=1))[0], np.nonzero(m.any(axis=0))[0]
+    if len(ys) == 0:
+        return cv2.dilate(m, kernel)
+    y0, y1 = max(0, ys[0] - reach), min(m.shape[0], ys[-1] + reach + 1)
+    x0, x1 = max(0, xs[0] - reach), min(m.shape[1], xs[-1] + reach + 1)
+    out = np.zeros_like(m)
+    out[y0:y1, x0:x1] = cv2.dilate(np.ascontiguousarray(m[y0:y1, x0:x1]), kernel)
+    return out
 
 
 def _whitener(inv_cov: np.ndarray) -> np.ndarray:
@@ -256,6 +303,24 @@ def _whitener(inv_cov: np.ndarray) -> np.ndarray:
     except np.linalg.LinAlgError:
         w, v = np.linalg.eigh(ic)
         return (v * np.sqrt(np.clip(w, 0, None))).T
+
+
+def _nearest(x: np.ndarray, centres: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Index of the nearest centre (weighted squared distance, first on ties) for (N, 3) ``x``:
+    the same sums as ``argmin((((x[:, None] - centres) * w) ** 2).sum(-1), 1)``, column by
+    column, without the (N, K, 3) temporaries (the k-means was the colour fit's largest cost)."""
+    best = dist = None
+    for j, c in enumerate(centres):
+        d = ((x[:, 0] - c[0]) * w[0]) ** 2
+        d += ((x[:, 1] - c[1]) * w[1]) ** 2
+        d += ((x[:, 2] - c[2]) * w[2]) ** 2
+        if best is None:
+            best, dist = np.zeros(len(x), np.int64), d
+        else:
+            closer = d < dist
+            best[closer] = j
+            dist = np.where(closer, d, dist)
+    return best
 
 
 def _mahalanobis2(x: np.ndarray, mean: np.ndarray, inv_cov: np.ndarray) -> np.ndarray:

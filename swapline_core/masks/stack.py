@@ -123,7 +123,7 @@ def combine(parts: dict[str, np.ndarray], base: np.ndarray) -> np.ndarray:
     """The final paste mask: the swapper's own mask cut by the minimum of every part."""
     out = base.astype(np.float32)
     for p in parts.values():
-        out = np.minimum(out, p)
+        np.minimum(out, p, out=out)       # in place: a patch-sized temporary per part costs page faults
     out[out < 1.5 / 255.0] = 0.0      # like crop_to_patch: "outside" and "untouched" must agree
     return out
 

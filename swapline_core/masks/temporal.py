@@ -33,7 +33,7 @@ def warp_between(src_map: np.ndarray, m_src: np.ndarray, src_kps: np.ndarray, ds
     following the face (keypoints in frame coordinates); NaN where the source has no data."""
     t = umeyama(src_kps, dst_kps) if src_kps is not dst_kps else np.array([[1, 0, 0], [0, 1, 0]], np.float32)
     full = (_h(m_dst) @ _h(t) @ np.linalg.inv(_h(m_src)))[:2]
-    return cv2.warpAffine(src_map.astype(np.float32), full.astype(np.float32), (dst_shape[1], dst_shape[0]),
+    return cv2.warpAffine(np.asarray(src_map, np.float32), full.astype(np.float32), (dst_shape[1], dst_shape[0]),
                           flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=float("nan"))
 
 
@@ -46,14 +46,23 @@ def window(key, clip_index: int, pool_keys: Sequence, pool_index: Sequence[int],
             if k == key and abs(i - clip_index) <= radius and shot_of(i) == shot]
 
 
-def median(own: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
+def median(own: np.ndarray, others: Sequence[np.ndarray], scratch: bool = False) -> np.ndarray:
     """Per-pixel median of ``own`` and ``others`` (same shape); where a neighbour has no data
-    (NaN, outside its map) it votes with ``own``: the NaN-aware median for 3-5 maps, cheaper."""
+    (NaN, outside its map) it votes with ``own``: the NaN-aware median for 3-5 maps, cheaper.
+    ``scratch``: ``others`` are float32 temporaries this call may overwrite (fewer copies)."""
     if not others:
         return own
-    maps = [own.astype(np.float32)] + [np.where(np.isnan(o), own, o).astype(np.float32) for o in others]
+    own32 = np.asarray(own, np.float32)
+    if scratch:        # the caller's warped maps are its own temporaries: patch their NaNs in place
+        maps = [own32] + [np.asarray(o, np.float32) for o in others]
+        for o in maps[1:]:
+            np.copyto(o, own32, where=np.isnan(o))
+    else:
+        maps = [own32] + [np.where(np.isnan(o), own, o).astype(np.float32, copy=False) for o in others]
     if len(maps) > 5:
         return np.median(np.stack(maps), axis=0).astype(np.float32)
+    if len(maps) in (3, 5) and not np.isnan(own32).any():
+        return _select_median(maps)
     # 2-5 maps (radius <= 2): sorted by compare-exchange, min/max in place of np.median's
     # partition over a stacked copy (same values, a third of the time).
     n = len(maps)
@@ -65,3 +74,28 @@ def median(own: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
     if n % 2:
         return maps[n // 2]
     return ((maps[n // 2 - 1] + maps[n // 2]) / np.float32(2)).astype(np.float32)
+
+
+def _select_median(maps: list[np.ndarray]) -> np.ndarray:
+    """The middle of 3 or 5 NaN-free maps by selection (9 min/max for 5 instead of the sorting
+    network's 20; the median is one of the inputs, so the value is the same either way), into
+    two scratch maps: with many map-sized temporaries alive the allocator pages fresh memory in
+    for each, which cost more than the arithmetic (measured: 190 page faults per call)."""
+    if len(maps) == 5:
+        a, b, c, d, x = maps
+        # the middle two of a..d: neither the smallest nor the largest of four is the median of five
+        y = np.minimum(a, b)
+        tmp = np.minimum(c, d)
+        np.maximum(y, tmp, out=y)
+        z = np.maximum(a, b)
+        np.maximum(c, d, out=tmp)
+        np.minimum(z, tmp, out=z)
+    else:
+        x, y, z = maps
+        y, z, tmp = y.copy(), z.copy(), np.empty_like(x)
+    # max(min(x, y), min(max(x, y), z))
+    np.minimum(x, y, out=tmp)
+    np.maximum(x, y, out=y)
+    np.minimum(y, z, out=y)
+    np.maximum(tmp, y, out=tmp)
+    return tmp

@@ -2,6 +2,7 @@
 landmarks, no skin; verdicts independent of chunking; history reset at cuts."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 from guard_media import KLING, analyzer, clip_faces
@@ -126,3 +127,27 @@ def test_guards_off_let_everything_through(kling):
     bad = [[_scaled(faces[0][0], 4.0).copy(kps=faces[0][0].kps[[3, 4, 2, 0, 1]])]]
     assert screen(ClassicalSwapper(), frames[:1], bad, GuardOptions(enabled=False)) == [[None]]
     assert screen(ClassicalSwapper(), frames[:1], bad, GuardOptions()) != [[None]]
+
+
+def test_skin_guard_on_the_face_box_equals_the_frame_sized_region():
+    """The skin guard draws its region on a canvas the size of the face box (speed): the same
+    pixels as the frame-sized ``paste_region``, faces at and past the frame edges included."""
+    from swapline_core.guards.plausibility import paste_region, skin_fraction
+    from swapline_core.types import Face
+
+    rng = np.random.default_rng(8)
+    frame = rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)
+    for t in range(200):
+        c, s = rng.uniform(-30, 190, 2), rng.uniform(2, 120)
+        lm = None if t % 2 else (c + rng.normal(0, s / 3, (68, 2))).astype(np.float32)
+        face = Face(bbox=np.array([c[0] - s / 2, c[1] - s / 2, c[0] + s / 2, c[1] + 0.6 * s], np.float32),
+                    kps=np.tile(c, (5, 1)).astype(np.float32), score=1.0, landmarks=lm)
+        m = paste_region(face, frame.shape)
+        ys, xs = np.nonzero(m)
+        want = 0.0
+        if len(ys):
+            ycc = cv2.cvtColor(frame, cv2.COLOR_RGB2YCrCb).astype(np.int16)
+            skin = (ycc[..., 1] >= 133) & (ycc[..., 1] <= 180) & (ycc[..., 2] >= 70) & (ycc[..., 2] <= 135) \
+                & (ycc[..., 0] >= 30)
+            want = float(skin[m > 0].mean())
+        assert skin_fraction(frame, face) == pytest.approx(want, abs=1e-12)
