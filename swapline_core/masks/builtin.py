@@ -38,6 +38,8 @@ class SkinView:
     sat: np.ndarray | None = None
     hue_samples: np.ndarray | None = None   # (N,) hue of the skin samples with usable saturation
     hue_floor: float | None = None          # the window's reddest skin hue (fit_views)
+    glasses: list | None = None             # per eye: what occlusion.glasses found (fit_views)
+    lens: np.ndarray | None = None          # see-through lens interiors in map space (fit_views)
 
 
 def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
@@ -90,6 +92,9 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             v.hue_floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
             if v.hue_floor is not None:
                 v.d2 = np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor))
+            # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
+            eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
+            v.d2, v.lens, v.glasses = occ.see_through_lenses(v.d2, v.lab, eyes, x)
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
@@ -122,6 +127,10 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             zones = occ.feature_zones(shape, lm, it.kps * s)
             hard = _up(occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity), it.shape)
             it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
+            if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
+                m_view = view.m.copy()
+                m_view[:, 2] += view.m[:, :2] @ it.origin
+                occ.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
         if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
             nonskin = None if it.lm is not None else _up(d2 > 16.0, it.shape)
             keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
