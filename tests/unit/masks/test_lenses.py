@@ -82,7 +82,7 @@ def test_tinted_lens_is_swapped_and_its_frame_kept():
     assert float(lens[core(ring_t)].mean()) < 0.02, "the frame must not be taken for lens"
     # ... and in the skin-distance map: the lens becomes skin, the frame an occluder
     d2 = np.full(img.shape[:2], 30.0, np.float32)       # "everything looks like an occluder"
-    out, lens_map, _ = occ.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
+    out, lens_map, _, _ = occ.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
     assert lens_map is not None
     assert float((out[core(lens_t)] == 0).mean()) >= 0.9
     assert float((out[core(ring_t)] >= occ.RING_D2).mean()) >= 0.8
@@ -94,7 +94,7 @@ def test_opaque_dark_lens_stays_an_occluder():
     print(f"\n[lenses] opaque: {info}")
     assert not lens.any(), "a dark, opaque lens (sunglasses) must not be swapped through"
     d2 = np.full(img.shape[:2], 30.0, np.float32)
-    out, lens_map, _ = occ.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
+    out, lens_map, _, _ = occ.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
     assert lens_map is None and (out >= 30.0).all()
 
 
