@@ -25,11 +25,13 @@ of its rim (rimless, half-rim, or a face turned so far that the rim leaves the v
 see-through lens (Lab L under 18) counts as sunglasses and is kept; a lens is found from the
 five-point eye centres, so a badly placed eye point misses it; the swapped eye inside is only as
 good as the swapper's eye (the classical swapper's is blurred), and its tint is a mean/std colour
-transfer, not the lens' real transmission (measured on the sample clip: the lens region ends 7-14
-8-bit Lab L units lighter than the target's, 14-25 without the transfer). The frame band is found at the first
-chromatic pixels from the eye, so shaded skin as red as the frame next to it can widen it by a
-pixel or two, and the paste-back colour match now also sees the lens region (measured: 88 % of
-the cheek pixels of the sample clip's frame 0 swapped, 92 % before).
+transfer, not the lens' real transmission (measured on the sample clip: the lens region ends 5-14
+8-bit Lab L units lighter than the target's, 14-25 without the transfer). The frame band is found
+at the first chromatic pixels from the eye and runs as wide as the frame's median width, so the frame's own
+shadow on the cheek, or shaded skin as red as the frame beside it, joins it and stays the
+target's (measured on the sample clip's frames 0 and 15: 88 % and 90 % of the cheek pixels
+swapped, 92 % and 97 % before; part of that is the paste-back colour match, which now also sees
+the lens region).
 """
 from __future__ import annotations
 
