@@ -277,18 +277,30 @@ def tint_lenses(pixels: np.ndarray, mask: np.ndarray, lens: np.ndarray, target_l
                             flags=cv2.INTER_NEAREST).astype(bool) & ~lens
     if sel_p.sum() < 16 or face_m.sum() < 16:
         return pixels
-    plab = cv2.cvtColor(np.clip(pixels, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
-    face_p = (mask > 0.5) & ~sel_p
-    pf_mu, pf_sd = plab[face_p].mean(0), plab[face_p].std(0) + 1e-3
-    pl_mu, pl_sd = plab[sel_p].mean(0), plab[sel_p].std(0) + 1e-3
+    # Face statistics from every 3rd pixel, the colour moves only in the lenses' box: this step
+    # cost 8 ms a face over the whole patch, the largest part of the glasses' cost.
+    step = 3
+    face_p = ((mask > 0.5) & ~sel_p)[::step, ::step]
+    sub = np.ascontiguousarray(pixels[::step, ::step])
+    slab = cv2.cvtColor(np.clip(sub, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
+    if face_p.sum() < 16:
+        return pixels
+    ys, xs = np.nonzero(lens_p > 0.01)
+    y0, y1 = max(0, ys.min() - 3), min(h, ys.max() + 4)
+    x0, x1 = max(0, xs.min() - 3), min(w, xs.max() + 4)
+    box = pixels[y0:y1, x0:x1]
+    plab = cv2.cvtColor(np.clip(box, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
+    sel_b = sel_p[y0:y1, x0:x1]
+    pf_mu, pf_sd = slab[face_p].mean(0), slab[face_p].std(0) + 1e-3
+    pl_mu, pl_sd = plab[sel_b].mean(0), plab[sel_b].std(0) + 1e-3
     tf_mu, tf_sd = target_lab[face_m].mean(0), target_lab[face_m].std(0) + 1e-3
     tl_mu, tl_sd = target_lab[lens].mean(0), target_lab[lens].std(0) + 1e-3
     # lens stats of the target, then the inverse of paste-back's face match (patch face -> target face)
     want = (plab - pl_mu) * (tl_sd / pl_sd) + tl_mu
     pre = (want - tf_mu) * (pf_sd / tf_sd) + pf_mu
     rgb = cv2.cvtColor(pre.astype(np.float32), cv2.COLOR_Lab2RGB) * 255.0
-    wgt = cv2.GaussianBlur(lens_p, (0, 0), 1.0)[..., None]
-    pixels[:] = np.clip(pixels * (1.0 - wgt) + rgb * wgt, 0, 255)
+    wgt = cv2.GaussianBlur(lens_p, (0, 0), 1.0)[y0:y1, x0:x1, None]
+    box[:] = np.clip(box * (1.0 - wgt) + rgb * wgt, 0, 255)
     return pixels
 
 
