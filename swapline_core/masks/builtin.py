@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
 from . import temporal
@@ -38,7 +39,7 @@ class SkinView:
     sat: np.ndarray | None = None
     hue_samples: np.ndarray | None = None   # (N,) hue of the skin samples with usable saturation
     hue_floor: float | None = None          # the window's reddest skin hue (fit_views)
-    glasses: list | None = None             # per eye: what occlusion.glasses found (fit_views)
+    glasses: list | None = None             # per eye: what glasses.glasses found (fit_views)
     lens: np.ndarray | None = None          # see-through lens interiors in map space (fit_views)
     ring: np.ndarray | None = None          # glasses frames around them in map space (fit_views)
 
@@ -95,7 +96,7 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
                 np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
-            v.d2, v.lens, v.ring, v.glasses = occ.see_through_lenses(v.d2, v.lab, eyes, x)
+            v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
@@ -136,7 +137,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
                 m_view = view.m.copy()
                 m_view[:, 2] += view.m[:, :2] @ it.origin
-                occ.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
+                glasses_mod.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
         if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
             nonskin = None if it.lm is not None else _up(d2 > 16.0, it.shape)
             keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
@@ -147,7 +148,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
 
 
 def _ring(view: SkinView, pool, pool_keys, pool_index, radius: int, shot_of, shape, m_dst) -> np.ndarray:
-    """This frame's glasses frames (``occlusion.glasses``), voted on by the track's frames within
+    """This frame's glasses frames (``glasses.glasses``), voted on by the track's frames within
     +-radius like the skin distance (a neighbour that found none votes no): the ring's edges
     follow noise, and one frame's alone made a still face's paste mask toggle (0.52 % of its
     pixels, 0.10 % with the vote)."""

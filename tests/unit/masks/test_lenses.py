@@ -1,4 +1,4 @@
-"""Glasses frames vs the lenses they hold (``occlusion.glasses``), on a synthetic face drawn with
+"""Glasses frames vs the lenses they hold (``glasses.glasses``), on a synthetic face drawn with
 exact pixel masks: a saturated frame ring is kept (an occluder), a tinted lens inside it is not
 (the eye behind it is swapped), an opaque dark lens stays an occluder, and an eye without glasses
 gives no frame. The real case (the kling clip's red frames and red-tinted lenses) is in
@@ -7,6 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
+from swapline_core.masks import glasses as glasses_mod
 from swapline_core.masks import occlusion as occ
 
 SKIN = (205, 150, 125)
@@ -66,7 +67,7 @@ def _skin(img):
 
 def _run(img):
     lab = occ.lab(img)
-    return occ.glasses(lab, EYES, _skin(img))
+    return glasses_mod.glasses(lab, EYES, _skin(img))
 
 
 def test_tinted_lens_is_swapped_and_its_frame_kept():
@@ -82,10 +83,10 @@ def test_tinted_lens_is_swapped_and_its_frame_kept():
     assert float(lens[core(ring_t)].mean()) < 0.02, "the frame must not be taken for lens"
     # ... and in the skin-distance map: the lens becomes skin, the frame an occluder
     d2 = np.full(img.shape[:2], 30.0, np.float32)       # "everything looks like an occluder"
-    out, lens_map, _, _ = occ.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
+    out, lens_map, _, _ = glasses_mod.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
     assert lens_map is not None
     assert float((out[core(lens_t)] == 0).mean()) >= 0.9
-    assert float((out[core(ring_t)] >= occ.RING_D2).mean()) >= 0.8
+    assert float((out[core(ring_t)] >= glasses_mod.RING_D2).mean()) >= 0.8
 
 
 def test_opaque_dark_lens_stays_an_occluder():
@@ -94,7 +95,7 @@ def test_opaque_dark_lens_stays_an_occluder():
     print(f"\n[lenses] opaque: {info}")
     assert not lens.any(), "a dark, opaque lens (sunglasses) must not be swapped through"
     d2 = np.full(img.shape[:2], 30.0, np.float32)
-    out, lens_map, _, _ = occ.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
+    out, lens_map, _, _ = glasses_mod.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
     assert lens_map is None and (out >= 30.0).all()
 
 

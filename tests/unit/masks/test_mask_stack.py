@@ -142,7 +142,7 @@ def test_red_glasses_of_the_sample_clip_stay(analyzer, source, clip, review_dir,
     Measured with a looser rule (R > 90, which also took the red-tinted lens interiors): 10 %
     (frame 0) and 15 % (frame 15) kept before the hue test, 96 % and 79 % with it. With this rule
     (R > 150, R > 4 G: the frame, not the lens): 99.9 % and 79.7 % with the hue test alone, 99.3 %
-    and 99.4 % with the frame-ring test (``occlusion.glasses``), which also swaps the eyes behind
+    and 99.4 % with the frame-ring test (``glasses.glasses``), which also swaps the eyes behind
     the lenses (7 % and 35 % of the eye pixels swapped before, 97 % and 95 % with it) and tints
     them like the lens (lens region 8-bit Lab L +14.0 and +4.6 over the target's; +25.1 and +14.1
     without the tint). The cheeks: 92 % and 97 % swapped before, 88 % and 90 % with it."""
