@@ -125,12 +125,13 @@ def small_faces(base, l68s, face_px: int = 25, canvas=(1280, 720)) -> Case:
     bg = cv2.GaussianBlur(rng.integers(60, 160, (H, W, 3)).astype(np.uint8), (0, 0), 9)
     ox, oy = int(W * 0.55), int(H * 0.35)
     frames, boxes, lm = [], [], []
-    for f, b in zip(base, truth_boxes_only(l68s)):
+    for f, b, l68 in zip(base, truth_boxes_only(l68s), l68s):
         g = bg.copy()
         g[oy:oy + sh, ox:ox + sw] = cv2.resize(f, (sw, sh), interpolation=cv2.INTER_AREA)
         frames.append(g)
         boxes.append([b[0] * np.float32(sw / w) + np.array([ox, oy, ox, oy], np.float32)])
-        lm.append(None)
+        # the clean clip's landmarks scaled with it (exact by construction, not re-detected at 25 px)
+        lm.append(None if l68 is None else np.asarray(l68, np.float32) * np.float32(sw / w) + np.float32([ox, oy]))
     return Case("small_faces", frames, boxes, lm, notes=f"face ~{face_px} px tall in {W}x{H}")
 
 

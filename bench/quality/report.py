@@ -9,7 +9,8 @@ DESCRIPTION = {
     "mouth_open_corr": "correlation of the target's and the result's inner-lip opening over the talking clip",
     "catastrophic_pastes": ("frames (all cases) whose change outside every true face box (+ forehead, + 10 %) "
                             "exceeds 1 % of the box area; frames with any change outside are listed per case"),
-    "small_face_coverage": "frames where the ~25 px face in 1280x720 was swapped / frames where it is visible",
+    "small_face_coverage": ("frames where the ~25 px face in 1280x720 was swapped (>= 20 % of its lower face "
+                            "changed) / frames where it is visible"),
     "moved_to_source": "frontal frames where the result is nearer the source than the target (dlib embedding)",
     "face_delta_e": "median ΔE of the face region's mean Lab, result vs target",
     "cut_track_resets": "share of hard cuts found and not spanned by any track",

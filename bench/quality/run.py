@@ -20,7 +20,7 @@ TARGETS = {"occluder_pixels_changed": ("<=", 0.02), "mouth_open_corr": (">=", 0.
            "catastrophic_pastes": ("<=", 0), "small_face_coverage": (">=", 0.9),
            "moved_to_source": (">=", 0.9), "face_delta_e": ("<=", 6.0),
            "cut_track_resets": (">=", 1.0), "mask_overhead": ("<=", 0.25)}
-SWAPPED_SHARE = 0.2     # a small face counts as swapped when >= 20 % of its true box changed
+SWAPPED_SHARE = 0.2     # a small face counts as swapped when >= 20 % of its lower face changed
 
 
 def _write_pngs(frames, folder: Path) -> None:
@@ -112,10 +112,20 @@ def expression(case, res, source_emb) -> dict:
 
 
 def small_coverage(case, res) -> float:
+    """Share of frames whose small face was swapped: >= SWAPPED_SHARE of its lower face changed
+    (the hull of the jaw line and the nose tip, from the clean clip's landmarks scaled with it;
+    the whole true box where HOG found none). Not the whole box: the box holds the forehead, hair
+    and the glasses, which a correct swap keeps as the target's, so keeping the glasses (as the
+    occluder test must) read as "not swapped" (measured: 0.95 -> 0.57 when the frames were kept)."""
     swapped = 0
     for i, (a, b) in enumerate(zip(res["inputs"], res["outputs"])):
-        x0, y0, x1, y1 = (int(round(v)) for v in case.boxes[i][0])
-        ch = score.changed(a, b)[y0:y1, x0:x1]
+        ch = score.changed(a, b)
+        l68 = case.clean_l68[i] if case.clean_l68 else None
+        if l68 is not None:
+            ch = ch[score.hull_mask(a.shape, np.concatenate([l68[2:15], l68[30:31]]))]
+        else:
+            x0, y0, x1, y1 = (int(round(v)) for v in case.boxes[i][0])
+            ch = ch[y0:y1, x0:x1]
         swapped += int(ch.size and ch.mean() >= SWAPPED_SHARE)
     return swapped / len(case.frames)
 

@@ -270,7 +270,7 @@ def _transfer_shape(src_pts, dst_pts, hull_pts, alpha, expression: bool = True) 
     if not expression:
         out[_INNER] += alpha * (aligned[_INNER] - dst[_INNER])
     else:
-        out[_NOSE] += _nose_shift(dst, alpha * (aligned[_NOSE] - dst[_NOSE]))
+        out[_NOSE] = _nose_fit(dst, aligned, alpha)
         for idx, a, b in (_EYE_L, _EYE_R):
             corners = dst[[a, b]] + alpha * (aligned[[a, b]] - dst[[a, b]])
             e = _similarity(dst[[a, b]], corners)
@@ -289,19 +289,27 @@ def _transfer_shape(src_pts, dst_pts, hull_pts, alpha, expression: bool = True) 
     return out.astype(np.float32)
 
 
-def _nose_shift(dst: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """The nose's move toward the source's, held from coming down toward the mouth: the mouth
-    keeps the target's place (expression), so a source's longer nose squashed the space above
-    the upper lip, which read as a changed mouth (dlib's 68 points on the result put the lips
-    lower and closed). With this hold the kling clip's mouth-opening correlation went 0.50 ->
-    0.85 and the t1.jpg identity margin 0.028 -> 0.081 (docs/measurements/classical_swap.md);
-    the quality bench's mouth_open_corr 0.43 -> 0.81 (docs/measurements/quality.md). Shape,
-    width and sideways placement stay the source's; a shorter source nose still moves up."""
+def _nose_fit(dst: np.ndarray, aligned: np.ndarray, alpha: float) -> np.ndarray:
+    """The source's nose (width, shape, sideways placement) fitted to the target's nose length.
+
+    Along the eye line the nose points move toward the (aligned) source's; along the face's
+    vertical they keep the target's bridge top (27) and base (33) and take the source's shape
+    scaled into that length. The vertical length is mostly head pitch (the kling clip's raised
+    chin shortens it by ~20 % of the face against a frontal source), not identity. A source's
+    longer nose used to come down toward the target's mouth (which keeps its place), squashing
+    the philtrum so dlib read the lips lower and closed; the hold that replaced it lifted the
+    whole nose instead, bridge top included, which folded the skin between the eyes and cost
+    eye-opening correlation (kling with Tom Hanks: 0.65 before the hold, 0.57 with it, 0.63 with
+    this fit; the mouth's 0.85 kept; docs/measurements/classical_swap.md)."""
     ex = dst[45] - dst[36]
     u = ex / max(float(np.linalg.norm(ex)), 1e-6)
     down = np.array([-u[1], u[0]])           # perpendicular to the eye line, toward the chin
-    base = float(delta[33 - _NOSE[0]] @ down)
-    return delta - max(base, 0.0) * down[None]
+    rd, ra = dst[_NOSE] - dst[27], aligned[_NOSE] - aligned[27]
+    len_d, len_a = float(rd[33 - 27] @ down), float(ra[33 - 27] @ down)
+    k = len_d / len_a if len_a > 1e-6 and len_d > 1e-6 else 1.0
+    across = (1 - alpha) * (rd @ u) + alpha * (ra @ u + float((aligned[27] - dst[27]) @ u))
+    along = (1 - alpha) * (rd @ down) + alpha * k * (ra @ down)
+    return dst[27] + across[:, None] * u[None] + along[:, None] * down[None]
 
 
 def _lip_anchors(pts: np.ndarray) -> np.ndarray:

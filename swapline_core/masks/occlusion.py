@@ -10,10 +10,12 @@ light shaded skin is as red in Lab as a red object, so a second test flags satur
 hue is redder than any of the skin samples' (``redder_than_skin``; not on the lips, which are). A blob that
 stays inside a feature zone is the feature itself and is swapped, and so is a small blob wholly
 inside the face (a specular highlight): occluders enter from the face's rim or cover much of it.
+Glasses frames and their lenses are told apart in ``glasses``.
 
 What it cannot see (measured in tests/unit/masks): an occluder of the same colour as the skin (a
 hand of the same person, a skin-coloured prop) passes as skin; a clear lens shows skin and is
 swapped through; a beard or heavy shadow that leaves the feature zones is kept as the target's.
+What the glasses test cannot see: ``glasses``.
 """
 from __future__ import annotations
 
@@ -110,6 +112,8 @@ def redder_than_skin(hue: np.ndarray, sat: np.ndarray, floor: float) -> np.ndarr
     w = np.clip((sat - MIN_HUE_SAT) / 0.1 + 0.5, 0.0, 1.0)
     d = w * np.clip(4.5 * (floor + HUE_MARGIN - hue) / (2.0 * HUE_MARGIN), 0.0, None)
     return np.square(d).astype(np.float32)
+
+
 
 
 def mouth_region(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:

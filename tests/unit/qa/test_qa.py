@@ -128,7 +128,9 @@ def test_classical_swap_passes_default_thresholds(classical_report):
     th = LEGACY
     m = s["metrics"]
     # Inside the limits with room to spare (the documented measurement, not just barely).
-    assert m["identity"]["p5"] > th.min_identity + 0.01   # expression kept costs identity (classical_swap.md)
+    # Expression kept costs identity (classical_swap.md): p5 0.8636 before the nose fit that
+    # keeps the target's nose length (eye opening follows the target), 0.8577 with it.
+    assert m["identity"]["p5"] > th.min_identity + 0.005
     assert m["leakage"]["p95"] < th.max_leakage - 0.03
     assert m["landmark_drift"]["median"] < th.max_landmark_drift
     assert m["flicker_ratio"]["n"] == N_FRAMES - 1   # frame 0 has no predecessor

@@ -1,0 +1,123 @@
+"""Glasses frames vs the lenses they hold (``glasses.glasses``), on a synthetic face drawn with
+exact pixel masks: a saturated frame ring is kept (an occluder), a tinted lens inside it is not
+(the eye behind it is swapped), an opaque dark lens stays an occluder, and an eye without glasses
+gives no frame. The real case (the kling clip's red frames and red-tinted lenses) is in
+test_mask_stack.py (test_red_glasses_of_the_sample_clip_stay)."""
+import cv2
+import numpy as np
+import pytest
+
+from swapline_core.masks import glasses as glasses_mod
+from swapline_core.masks import occlusion as occ
+
+SKIN = (205, 150, 125)
+FRAME = (215, 25, 45)            # a saturated red frame
+EYES = np.array([[70.0, 90.0], [140.0, 90.0]])   # eye distance 70 px, the built-in's work scale
+
+
+def _face(frame=True, lens=None, seed=0):
+    """Skin with shading and noise, two eyes (sclera, iris, pupil), optionally glasses.
+    ``lens``: None (no lens), ("tint", (r, g, b) transmission) or ("opaque", rgb).
+    Returns the image and the exact masks (the frame's rims around the lenses, lens interior);
+    the bridge and the temple arm are drawn too but not in the rim mask: the colour tests find
+    those, ``glasses`` only the closed rims."""
+    rng = np.random.default_rng(seed)
+    h, w = 180, 210
+    img = np.empty((h, w, 3), np.float32)
+    img[:] = SKIN
+    img *= np.linspace(0.85, 1.05, w)[None, :, None]          # light from one side
+    for e in EYES:
+        c = tuple(int(v) for v in e)
+        cv2.ellipse(img, c, (13, 6), 0, 0, 360, (235, 230, 225), -1)
+        cv2.circle(img, c, 6, (90, 60, 40), -1)
+        cv2.circle(img, c, 3, (20, 15, 15), -1)
+        cv2.ellipse(img, (c[0], c[1] - 16), (15, 3), 0, 0, 360, (80, 55, 40), -1)   # brow
+    ring_m = np.zeros((h, w), np.uint8)
+    lens_m = np.zeros((h, w), np.uint8)
+    rims = np.zeros((h, w), np.uint8)
+    if frame:
+        for e in EYES:
+            c = tuple(int(v) for v in e)
+            cv2.ellipse(lens_m, c, (26, 18), 0, 0, 360, 1, -1)
+            cv2.ellipse(ring_m, c, (30, 22), 0, 0, 360, 1, -1)
+        ring_m &= 1 - lens_m
+        rims = ring_m.copy()                 # the closed rims alone (glasses() finds those)
+        (lx, ly), (rx, ry) = (tuple(int(v) for v in e) for e in EYES)
+        cv2.line(ring_m, (lx + 28, ly - 4), (rx - 28, ry - 4), 1, 4)          # bridge
+        cv2.line(ring_m, (rx + 29, ry - 6), (w - 1, ry - 12), 1, 4)           # temple arm
+        ring_m &= 1 - lens_m
+    ring_b, lens_b = ring_m.astype(bool), lens_m.astype(bool)
+    if lens is not None:
+        kind, v = lens
+        if kind == "tint":
+            img[lens_b] *= np.asarray(v, np.float32)
+        else:
+            img[lens_b] = v
+    if frame:
+        img[ring_b] = FRAME
+    img += rng.normal(0, 2.0, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8), rims.astype(bool), lens_b
+
+
+def _skin(img):
+    """Skin samples below the eyes (what ``builtin`` pools from the cheeks)."""
+    lab = occ.lab(img)
+    return lab[125:160, 40:170].reshape(-1, 3)
+
+
+def _run(img):
+    lab = occ.lab(img)
+    return glasses_mod.glasses(lab, EYES, _skin(img))
+
+
+def test_tinted_lens_is_swapped_and_its_frame_kept():
+    img, ring_t, lens_t = _face(lens=("tint", (0.8, 0.5, 0.5)))
+    ring, lens, info = _run(img)
+    # the inner pixels of each exact region: the colour tests see a lightly blurred image
+    core = lambda m: cv2.erode(m.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    frame_found = float(ring[core(ring_t)].mean())
+    lens_found = float(lens[core(lens_t)].mean())
+    print(f"\n[lenses] tinted: frame {frame_found:.1%} found, lens {lens_found:.1%} found as see-through; {info}")
+    assert frame_found >= 0.8
+    assert lens_found >= 0.9
+    assert float(lens[core(ring_t)].mean()) < 0.02, "the frame must not be taken for lens"
+    # ... and in the skin-distance map: the lens becomes skin, the frame an occluder
+    d2 = np.full(img.shape[:2], 30.0, np.float32)       # "everything looks like an occluder"
+    out, lens_map, _, _ = glasses_mod.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
+    assert lens_map is not None
+    assert float((out[core(lens_t)] == 0).mean()) >= 0.9
+    assert float((out[core(ring_t)] >= glasses_mod.RING_D2).mean()) >= 0.8
+
+
+def test_opaque_dark_lens_stays_an_occluder():
+    img, ring_t, lens_t = _face(lens=("opaque", (30, 28, 32)))
+    ring, lens, info = _run(img)
+    print(f"\n[lenses] opaque: {info}")
+    assert not lens.any(), "a dark, opaque lens (sunglasses) must not be swapped through"
+    d2 = np.full(img.shape[:2], 30.0, np.float32)
+    out, lens_map, _, _ = glasses_mod.see_through_lenses(d2, occ.lab(img), EYES, _skin(img))
+    assert lens_map is None and (out >= 30.0).all()
+
+
+@pytest.mark.parametrize("skin", [SKIN, (200, 120, 95), (235, 120, 110)])
+def test_no_glasses_no_frame(skin):
+    """Around an eye without glasses the brightest skin can form a "ring": it is neither a thin
+    band nor more chromatic than the skin, so nothing is found and the map is left alone."""
+    global SKIN
+    keep, SKIN = SKIN, skin
+    try:
+        img, _, _ = _face(frame=False)
+    finally:
+        SKIN = keep
+    ring, lens, info = _run(img)
+    print(f"\n[lenses] no glasses {skin}: {info}")
+    assert not ring.any() and not lens.any()
+
+
+def test_clear_lens_frame_kept_eye_swapped():
+    """A clear lens (no tint) shows skin: the colour tests already pass it; the frame is kept."""
+    img, ring_t, lens_t = _face(lens=("tint", (1.0, 1.0, 1.0)))
+    ring, lens, _ = _run(img)
+    core = cv2.erode(ring_t.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    assert float(ring[core].mean()) >= 0.8
+    assert float(lens[core].mean()) < 0.02
