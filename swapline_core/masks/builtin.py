@@ -151,11 +151,14 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         s = occ.work_scale(it.size)
         shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
         m_dst = temporal.patch_affine(it.origin, s)
-        own = temporal.warp_between(view.d2, view.m, view.kps, shape, m_dst, view.kps)
+        # One keypoint fit per neighbour moves both its skin distance and its glasses ring.
+        group = [view] + [pool[b] for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index,
+                                                           radius, shot_of)
+                          if pool[b] is not view and pool[b].d2 is not None]
+        mats = {id(v): temporal.between(v.m, v.kps, m_dst, view.kps) for v in group}
+        own = temporal.warp_by(view.d2, mats[id(view)], shape)
         own = np.nan_to_num(own, copy=False, nan=0.0)     # outside the box: no evidence of an occluder
-        others = [temporal.warp_between(pool[b].d2, pool[b].m, pool[b].kps, shape, m_dst, view.kps)
-                  for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
-                  if pool[b] is not view and pool[b].d2 is not None]
+        others = [temporal.warp_by(v.d2, mats[id(v)], shape) for v in group[1:]]
         d2 = temporal.median(own, others, scratch=True)
         # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
         # so an occluder that moves across the face (a waving hand) is never voted away.
@@ -171,7 +174,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             zones = occ.feature_zones(shape, lm, it.kps * s)
             cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity)
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
-                cut |= _ring(view, pool, pool_keys, pool_index, radius, shot_of, shape, m_dst) & inside
+                cut |= _ring(view, group, shape, mats) & inside
             hard = _up(cut, it.shape)
             it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
             if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
@@ -187,17 +190,17 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                 it.parts["mouth"] = keep
 
 
-def _ring(view: SkinView, pool, pool_keys, pool_index, radius: int, shot_of, shape, m_dst) -> np.ndarray:
+def _ring(view: SkinView, group: list[SkinView], shape, mats: dict) -> np.ndarray:
     """This frame's glasses frames (``glasses.glasses``), voted on by the track's frames within
     +-radius like the skin distance (a neighbour that found none votes no): the ring's edges
     follow noise, and one frame's alone made a still face's paste mask toggle (0.52 % of its
-    pixels, 0.10 % with the vote)."""
+    pixels, 0.10 % with the vote). ``group``: the view, then its neighbours with a skin
+    distance map (``apply``'s window), ``mats`` their transforms onto the patch map."""
     def warped(v):
         r = v.ring.astype(np.float32) if v.ring is not None else np.zeros(v.d2.shape, np.float32)
-        return temporal.warp_between(r, v.m, v.kps, shape, m_dst, view.kps)
+        return temporal.warp_by(r, mats[id(v)], shape)
     own = np.nan_to_num(warped(view))
-    near = temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
-    others = [warped(pool[b]) for b in near if pool[b] is not view and pool[b].d2 is not None]
+    others = [warped(v) for v in group[1:]]
     return temporal.median(own, others) > 0.5
 
 
