@@ -94,7 +94,7 @@ def test_block_fit_anchor_is_within_the_window_and_restarts_at_cuts():
 
 
 def test_skin_view_shrink_is_close_to_area_resampling():
-    """builtin._shrink (pyrDown + bilinear) replaces INTER_AREA at non-integer factors: not
+    """builtin._shrink (pyrDown, then INTER_AREA) replaces INTER_AREA at large factors: not
     exact; on a smooth face-like image the mean difference stays under 1/255 and the largest
     under 6/255 (the map is blurred at work scale after this)."""
     y, x = np.mgrid[0:470, 0:455].astype(np.float32)
