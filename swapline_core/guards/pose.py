@@ -28,7 +28,8 @@ def five_from_68(pts68: np.ndarray) -> np.ndarray:
 def head_pose(kps5: np.ndarray) -> tuple[float, float, float]:
     """(yaw, pitch, roll) in degrees for five points in InsightFace order."""
     pts = np.asarray(kps5, np.float64).reshape(5, 2)
-    size = max(float(np.ptp(pts[:, 0])), float(np.ptp(pts[:, 1])), 1.0)
+    span = pts.max(axis=0) - pts.min(axis=0)
+    size = max(float(span[0]), float(span[1]), 1.0)
     f = 20.0 * size                       # ~ a telephoto view: perspective hardly matters
     centre = pts.mean(axis=0)
     cam = np.array([[f, 0, centre[0]], [0, f, centre[1]], [0, 0, 1]], np.float64)
