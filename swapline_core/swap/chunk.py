@@ -73,7 +73,7 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     patches = _timed(t, "swap", swapper.swap, frames, accepted, source)
     patches = _timed(t, "masks", refine_masks, frames, accepted, patches, opts.masks, context)
     if opts.guards.enabled:
-        small = _timed(t, "upscaled", _swap_small, swapper, analyzer, frames, faces, verdicts, source, opts)
+        small = _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts, t)
         if small:
             patches = _merge_small(verdicts, patches, small)
     color = opts.color_match and not getattr(swapper, "matches_color", False)
@@ -98,25 +98,28 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     return ChunkResult(list(out), patches, records)
 
 
-def _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts: SwapOptions) -> dict:
+def _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts: SwapOptions, t: dict) -> dict:
     """Faces refused only for being too small, swapped on an upscaled crop (swap/upscale.py).
-    Returns {(frame k, face j): patch or None}; updates ``verdicts`` in place."""
+    Returns {(frame k, face j): patch or None}; updates ``verdicts`` in place. The crop's
+    landmarks, guards, swap and masks are timed under those names (a small face's mask time is
+    mask time), the crop's scaling to and from the frame under "upscaled"."""
     comp = competence_for(swapper, opts.guards)
     out = {}
     for k, (frame, fs, vs) in enumerate(zip(frames, faces, verdicts)):
         for j, (face, v) in enumerate(zip(fs, vs)):
             if v is None or not v.startswith("too small") or not upscale.wants_upscale(face, comp.min_inter_ocular_px):
                 continue
-            crop, f2, region, (sx, _) = upscale.crop_for(frame, face, comp.min_inter_ocular_px)
+            crop, f2, region, (sx, _) = _timed(t, "upscaled", upscale.crop_for, frame, face,
+                                               comp.min_inter_ocular_px)
             if swapper.needs_landmarks:
-                analyzer.landmarks68([crop], [[f2]])
-            why = check_face(swapper, crop, f2, opts.guards)
+                _timed(t, "landmarks", analyzer.landmarks68, [crop], [[f2]])
+            why = _timed(t, "guards", check_face, swapper, crop, f2, opts.guards)
             if why is not None:
                 vs[j] = f"{why} (on a {sx:.1f}x upscaled crop)"
                 continue
-            ps = swapper.swap([crop], [[f2]], source)
-            ps = refine_masks([crop], [[f2]], ps, opts.masks, None)
-            patch = upscale.patch_to_frame(ps[0][0], crop.shape, region) if ps[0] else None
+            ps = _timed(t, "swap", swapper.swap, [crop], [[f2]], source)
+            ps = _timed(t, "masks", refine_masks, [crop], [[f2]], ps, opts.masks, None)
+            patch = _timed(t, "upscaled", upscale.patch_to_frame, ps[0][0], crop.shape, region) if ps[0] else None
             if patch is not None:
                 patch.info["upscaled"] = round(float(sx), 2)
                 vs[j] = None
