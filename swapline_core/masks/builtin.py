@@ -22,6 +22,7 @@ from . import temporal
 
 MAX_SAMPLES = 2000          # skin samples per colour fit (2000 fit 4x faster than 8000, same tones)
 STRONG_SIGMA = 6.5          # skin distance this frame alone decides (the threshold is 4.5)
+LENS_OPEN = True            # see-through lens interiors swapped up to the frame (glasses.open_lenses)
 
 @dataclass
 class SkinView:
@@ -130,10 +131,15 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         if opts.builtin_occlusion:
             zones = occ.feature_zones(shape, lm, it.kps * s)
             cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity)
+            ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
-                cut |= _ring(view, pool, pool_keys, pool_index, radius, shot_of, shape, m_dst) & inside
+                ring = _ring(view, pool, pool_keys, pool_index, radius, shot_of, shape, m_dst) & inside
+                cut |= ring
             hard = _up(cut, it.shape)
             it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
+            if view.lens is not None and ring is not None and LENS_OPEN:
+                lens = _ring(view, pool, pool_keys, pool_index, radius, shot_of, shape, m_dst, "lens") & inside
+                glasses_mod.open_lenses(it.parts["occlusion"], _up(lens, it.shape), _up(ring, it.shape), it.size)
             if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
                 m_view = view.m.copy()
                 m_view[:, 2] += view.m[:, :2] @ it.origin
@@ -147,13 +153,15 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                 it.parts["mouth"] = keep
 
 
-def _ring(view: SkinView, pool, pool_keys, pool_index, radius: int, shot_of, shape, m_dst) -> np.ndarray:
+def _ring(view: SkinView, pool, pool_keys, pool_index, radius: int, shot_of, shape, m_dst,
+          attr: str = "ring") -> np.ndarray:
     """This frame's glasses frames (``glasses.glasses``), voted on by the track's frames within
     +-radius like the skin distance (a neighbour that found none votes no): the ring's edges
     follow noise, and one frame's alone made a still face's paste mask toggle (0.52 % of its
     pixels, 0.10 % with the vote)."""
     def warped(v):
-        r = v.ring.astype(np.float32) if v.ring is not None else np.zeros(v.d2.shape, np.float32)
+        r = getattr(v, attr)
+        r = r.astype(np.float32) if r is not None else np.zeros(v.d2.shape, np.float32)
         return temporal.warp_between(r, v.m, v.kps, shape, m_dst, view.kps)
     own = np.nan_to_num(warped(view))
     near = temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)

@@ -121,3 +121,28 @@ def test_clear_lens_frame_kept_eye_swapped():
     core = cv2.erode(ring_t.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
     assert float(ring[core].mean()) >= 0.8
     assert float(lens[core].mean()) < 0.02
+
+
+def test_open_lenses_swaps_the_lens_up_to_its_frame():
+    """The occluder's cut is feathered outward (``occlusion.soften``), which ate into a small lens;
+    ``open_lenses`` lets the swap fill the lens again up to the frame and never onto it."""
+    img, ring_t, lens_t = _face(lens=("tint", (0.8, 0.5, 0.5)))
+    ring, lens, _ = _run(img)
+    size = 2.5 * float(np.linalg.norm(EYES[1] - EYES[0]))         # a face ~2.5 eye distances wide
+    # the cut as the builtin occluder makes it: the frame grown a little (the colour test's blur)
+    cut = cv2.dilate(ring.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+    may = occ.soften(cut, 0.0, 0.02 * size)
+    # the lens more than 4 px from its frame (LENS_MARGIN of this face: 2 px, the frame grown by 2 px)
+    core = cv2.erode(lens_t.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
+    before = float((may[core] > 0.95).mean())
+    out = glasses_mod.open_lenses(may.copy(), lens, ring, size)
+    after = float((out[core] > 0.95).mean())
+    frame = cv2.erode(ring_t.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    print(f"\n[lenses] lens interior fully swapped: {before:.1%} -> {after:.1%}; "
+          f"frame max may-swap {float(out[frame].max()):.3f}")
+    assert after >= 0.9 and after > before + 0.2
+    assert float(out[ring].max()) == 0.0, "the frame as found stays the target's"
+    assert float((out[frame] > 0.02).mean()) <= 0.01
+    assert np.array_equal(out[~lens], may[~lens]), "outside the lenses nothing changes"
+    nothing = glasses_mod.open_lenses(may.copy(), np.zeros_like(lens), ring, size)
+    assert np.array_equal(nothing, may)
