@@ -12,6 +12,8 @@ DESCRIPTION = {
     "small_face_coverage": ("frames where the ~25 px face in 1280x720 was swapped (>= 20 % of its lower face "
                             "changed) / frames where it is visible"),
     "moved_to_source": "frontal frames where the result is nearer the source than the target (dlib embedding)",
+    "toward_source": ("frontal frames where the result is nearer the source than the target itself was (no "
+                      "target; how often identity moved at all; median distances in the speech case's row)"),
     "face_delta_e": "median ΔE of the face region's mean Lab, result vs target",
     "cut_track_resets": "share of hard cuts found and not spanned by any track",
     "mask_overhead": "(masks + guards time) / swap time, all cases",
@@ -41,5 +43,11 @@ def markdown(q: dict | None) -> list[str]:
         off = ", ".join(f"{i}: {n}" for i, n in c.get("off_face_frames", {}).items()) or "none"
         lines.append(f"| {name} | {c['frames']} | {c['catastrophic_pastes']} | {off} | {sk} | "
                      f"{c['seconds']['track']:.1f} | {c['seconds']['swap']:.1f} |")
+    ids = q["cases"].get("speech", {}).get("identity_distances")
+    if ids:
+        lines += ["", f"Identity on the speech case's frontal frames (dlib embedding distances, medians): "
+                  f"d(result, source) {ids[0]:.3f}, d(result, target) {ids[1]:.3f}, d(target, source) "
+                  f"{ids[2]:.3f}. `moved_to_source` counts d(result, source) < d(result, target); "
+                  f"`toward_source` counts d(result, source) < d(target, source)."]
     lines += ["", "Before/after strips of every case: `out/bench/quality_<case>.png`."]
     return lines

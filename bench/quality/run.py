@@ -89,7 +89,7 @@ def occluder_changed(case, res) -> float | None:
 
 
 def expression(case, res, source_emb) -> dict:
-    t_open, r_open, moved, frontal, de = [], [], 0, 0, []
+    t_open, r_open, moved, frontal, de, dists = [], [], 0, 0, [], []
     for a, b, l68 in zip(res["inputs"], res["outputs"], case.clean_l68):
         ra, la = score.largest_face(a)
         rb, lb = score.largest_face(b)
@@ -102,11 +102,19 @@ def expression(case, res, source_emb) -> dict:
         if la is not None and score.yaw_ratio(la) < 0.15:
             frontal += 1
             if rb is not None:
-                e = score.embedding(b, rb)
-                moved += int(np.linalg.norm(e - source_emb) < np.linalg.norm(e - score.embedding(a, ra)))
+                e, et = score.embedding(b, rb), score.embedding(a, ra)
+                d = (float(np.linalg.norm(e - source_emb)), float(np.linalg.norm(e - et)),
+                     float(np.linalg.norm(et - source_emb)))
+                moved += int(d[0] < d[1])
+                dists.append(d)
     return {"mouth_open_corr": score.pearson(t_open, r_open), "mouth_frames": len(t_open),
             "target_mouth_range": [round(min(t_open), 3), round(max(t_open), 3)] if t_open else None,
             "moved_to_source": moved / frontal if frontal else None, "frontal_frames": frontal,
+            # How far the swap moved identity, for a reading beside the yes/no count: the result
+            # nearer the source than the target itself was (toward the source, not past halfway),
+            # and the median distances d(result, source), d(result, target), d(target, source).
+            "toward_source": float(np.mean([d[0] < d[2] for d in dists])) if dists else None,
+            "identity_distances": [round(float(v), 3) for v in np.median(dists, axis=0)] if dists else None,
             "face_delta_e": float(np.median(de)) if de else None,
             "face_delta_e_p90": float(np.percentile(de, 90)) if de else None}
 
@@ -187,7 +195,8 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
         "occluder_pixels_changed_skin_hand": per_case["occluder_skin_hand"]["occluder_pixels_changed"],
         "mouth_open_corr": sp["mouth_open_corr"], "catastrophic_pastes": cat_total,
         "small_face_coverage": per_case["small_faces"]["small_face_coverage"],
-        "moved_to_source": sp["moved_to_source"], "face_delta_e": sp["face_delta_e"],
+        "moved_to_source": sp["moved_to_source"], "toward_source": sp["toward_source"],
+        "face_delta_e": sp["face_delta_e"],
         "cut_track_resets": per_case["hard_cut"]["reset_share"], "mask_overhead": mask_overhead(swaps),
     }
     met = {k: (None if results[k] is None else (results[k] <= t if op == "<=" else results[k] >= t))
