@@ -1,5 +1,6 @@
 """The mask stack's faster code paths give the very values of the plain formulas they replace
-(issue 13, mask_overhead): a speed-up must not change what the masks decide."""
+(issue 13, mask_overhead): a speed-up must not change what the masks decide. The last two (block
+fits, the skin view's shrink) are not exact: they state what they keep and their tolerance."""
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ sys.path.insert(0, str(ROOT))
 import cv2
 import numpy as np
 
-from swapline_core.masks import occlusion, temporal
+from swapline_core.masks import builtin, occlusion, temporal
 
 
 def _reference_median(own, others):
@@ -73,3 +74,34 @@ def test_dilation_near_the_mask_equals_the_full_dilation():
         g = int(rng.integers(1, 12))
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1))
         assert np.array_equal(occlusion._dilate_near(m, k, g), cv2.dilate(m, k))
+
+
+def test_block_fit_anchor_is_within_the_window_and_restarts_at_cuts():
+    """One colour fit per block (builtin.fit_anchor): not exact against a fit per frame (the
+    model of frame i is its block anchor's +-r window, anchor <= r away), so this pins the
+    schedule: each frame is in its anchor's window, blocks count from the shot's first frame,
+    and the roll reaches every window a median needs."""
+    for r in (1, 2, 3):
+        b = builtin.fit_block(r)
+        assert 1 <= b <= 2 * r + 1
+        for start in (0, 7):
+            anchors = [builtin.fit_anchor(i, start, r) for i in range(start, start + 40)]
+            assert all(abs(a - i) <= r for a, i in zip(anchors, range(start, start + 40)))
+            assert anchors[0] >= start and len(set(anchors)) == -(-40 // b)
+            # a median reads views <= r away; their fits read <= r around anchors <= b // 2 away
+            assert builtin.roll_radius(r) >= r + max(abs(a - i) for a, i in zip(anchors, range(start, start + 40))) + r
+    assert builtin.fit_block(0) == 1 and builtin.roll_radius(0) == 0
+
+
+def test_skin_view_shrink_is_close_to_area_resampling():
+    """builtin._shrink (pyrDown + bilinear) replaces INTER_AREA at non-integer factors: not
+    exact; on a smooth face-like image the mean difference stays under 1/255 and the largest
+    under 6/255 (the map is blurred at work scale after this)."""
+    y, x = np.mgrid[0:470, 0:455].astype(np.float32)
+    img = np.stack([128 + 60 * np.sin(x / 23), 110 + 50 * np.cos(y / 31), 90 + 40 * np.sin((x + y) / 17)], -1)
+    img = np.clip(img, 0, 255).astype(np.uint8)
+    for shape in ((132, 128), (128, 124), (300, 290)):
+        a = cv2.resize(img, shape[::-1], interpolation=cv2.INTER_AREA).astype(np.int16)
+        b = builtin._shrink(img, shape).astype(np.int16)
+        assert b.shape == a.shape
+        assert np.abs(a - b).mean() < 1.0 and np.abs(a - b).max() <= 6
