@@ -92,16 +92,3 @@ def test_block_fit_anchor_is_within_the_window_and_restarts_at_cuts():
             assert builtin.roll_radius(r) >= r + max(abs(a - i) for a, i in zip(anchors, range(start, start + 40))) + r
     assert builtin.fit_block(0) == 1 and builtin.roll_radius(0) == 0
 
-
-def test_skin_view_shrink_is_close_to_area_resampling():
-    """builtin._shrink (pyrDown + bilinear) replaces INTER_AREA at non-integer factors: not
-    exact; on a smooth face-like image the mean difference stays under 1/255 and the largest
-    under 6/255 (the map is blurred at work scale after this)."""
-    y, x = np.mgrid[0:470, 0:455].astype(np.float32)
-    img = np.stack([128 + 60 * np.sin(x / 23), 110 + 50 * np.cos(y / 31), 90 + 40 * np.sin((x + y) / 17)], -1)
-    img = np.clip(img, 0, 255).astype(np.uint8)
-    for shape in ((132, 128), (128, 124), (300, 290)):
-        a = cv2.resize(img, shape[::-1], interpolation=cv2.INTER_AREA).astype(np.int16)
-        b = builtin._shrink(img, shape).astype(np.int16)
-        assert b.shape == a.shape
-        assert np.abs(a - b).mean() < 1.0 and np.abs(a - b).max() <= 6
