@@ -70,7 +70,12 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
                     hue_samples=hue[sm & (sat >= 0.15)])
 
 
-FIT_EVERY = 4               # one colour fit per track per block of this many frames (fit_anchor)
+# One colour fit per track per block of this many frames (fit_anchor). 1: every frame its own
+# +-radius window (main's masks exactly). 4 fitted a quarter as often (about 0.08 s of the speech
+# case's 0.6 s of masks) but cost quality (bench/quality/run.py on the six cases, 4 vs 1):
+# mouth_open_corr 0.825 vs 0.837, moved_to_source 0.0625 vs 0.031, and the still-face flicker
+# test's toggling pixels 0.16 % vs 0.09 %.
+FIT_EVERY = 1
 
 
 def fit_block(radius: int) -> int:
