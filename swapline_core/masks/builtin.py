@@ -58,6 +58,8 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
         return SkinView(clip_index, key, np.asarray(kps, np.float32), m, None, None)
     sub = frame[by0:by1, bx0:bx1]
     shape = (max(1, round(sub.shape[0] * s)), max(1, round(sub.shape[1] * s)))
+    # INTER_AREA, not pyrDown + bilinear (a third cheaper): the cheaper shrink raised the still-face
+    # flicker test's toggling pixels from 0.16 % to 0.41 % (tests/unit/masks/test_mask_stack.py).
     small = cv2.resize(sub, shape[::-1], interpolation=cv2.INTER_AREA) if s < 1 else sub
     lab, hue, sat = occ.lab_hue_sat(small)
     local = (np.asarray(kps, np.float32) - (bx0, by0)) * s
@@ -69,35 +71,80 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
                     hue_samples=hue[sm & (sat >= 0.15)])
 
 
-def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of) -> None:
+# One colour fit per track per block of this many frames (fit_anchor). 1: every frame its own
+# +-radius window (main's masks exactly). 4 fitted a quarter as often (about 0.08 s of the speech
+# case's 0.6 s of masks) but cost quality (bench/quality/run.py on the six cases, 4 vs 1):
+# mouth_open_corr 0.825 vs 0.837, moved_to_source 0.0625 vs 0.031, and the still-face flicker
+# test's toggling pixels 0.16 % vs 0.09 %.
+FIT_EVERY = 1
+
+
+def fit_block(radius: int) -> int:
+    """Frames per colour-fit block: at most 2 * radius + 1, so the block's anchor is within
+    ``radius`` of each of its frames and the anchor's window always holds the frame itself."""
+    return max(1, min(FIT_EVERY, 2 * radius + 1))
+
+
+def fit_anchor(clip_index: int, shot_start: int, radius: int) -> int:
+    """The frame whose +-radius window fits the colour model of ``clip_index``: the middle of its
+    block of ``fit_block`` frames, counted from its shot's first frame. Windows of neighbouring
+    frames share 4 of 5 frames, so one fit per block gives nearly the same model for a quarter of
+    the fits (the fit was the mask stack's second largest cost); blocks depend on clip indices
+    only, so the model does not depend on chunking or resume."""
+    b = fit_block(radius)
+    return shot_start + (clip_index - shot_start) // b * b + b // 2
+
+
+def roll_radius(radius: int) -> int:
+    """Frames of roll the pool needs: medians read views within +-radius of a masked face, and
+    those views' fits read +-radius around their anchors (up to ``fit_block // 2`` away)."""
+    return 2 * radius + fit_block(radius) // 2 if radius > 0 else 0
+
+
+def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of, shot_start=None) -> None:
     """Each target view's colour model is fitted on the skin samples of its track within
-    +-radius frames (one frame's fit wobbles with noise; a window's does not), then its skin
-    distance map is computed."""
+    +-radius frames of its block's anchor (``fit_anchor``; one frame's fit wobbles with noise,
+    a window's does not), then its skin distance map is computed. ``shot_start(i)``: the first
+    frame of frame i's shot (None: a single shot from frame 0)."""
     keys, index = [v.key for v in pool], [v.clip_index for v in pool]
+    fits: dict = {}
     for v in targets:
         if v.lab is None or v.fitted:
             continue
         v.fitted = True
-        group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
-        if not any(g is v for g in group):
-            group.append(v)
-        # In clip order, so the samples (and the thinning below) do not depend on how the
-        # window happens to be split between the chunk and its roll.
-        group.sort(key=lambda g: g.clip_index)
-        x = np.concatenate([g.samples for g in group if g.samples is not None])
-        if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
-            x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
-        v.model = occ.fit_skin(x)
-        if v.model is not None:
-            v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+        shot = shot_of(v.clip_index)
+        if v.key is None or radius <= 0:
+            anchor, group = v.clip_index, [v]
+        else:
+            anchor = fit_anchor(v.clip_index, shot_start(v.clip_index) if shot_start else 0, radius)
+            group = None
+        fit_key = (v.key, shot, anchor)
+        if group is not None or fit_key not in fits:
+            if group is None:
+                group = [pool[b] for b in range(len(pool)) if keys[b] == v.key and abs(index[b] - anchor) <= radius
+                         and shot_of(index[b]) == shot]
+            # In clip order, so the samples (and the thinning below) do not depend on how the
+            # window happens to be split between the chunk and its roll.
+            group.sort(key=lambda g: g.clip_index)
+            xs = [g.samples for g in group if g.samples is not None]
+            x = np.concatenate(xs) if xs else np.zeros((0, 3), np.float32)
+            if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
+                x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
+            model = occ.fit_skin(x)
             hs = [g.hue_samples for g in group if g.hue_samples is not None]
             h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
-            v.hue_floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
+            floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
+            fits[fit_key] = (model, floor, x)
+        v.model, v.hue_floor, x = fits[fit_key]
+        if v.model is not None:
+            v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
             if v.hue_floor is not None:
                 np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
             v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
+        else:
+            v.hue_floor = None
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
@@ -112,11 +159,14 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         s = occ.work_scale(it.size)
         shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
         m_dst = temporal.patch_affine(it.origin, s)
-        own = temporal.warp_between(view.d2, view.m, view.kps, shape, m_dst, view.kps)
+        # One keypoint fit per neighbour moves both its skin distance and its glasses ring.
+        group = [view] + [pool[b] for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index,
+                                                           radius, shot_of)
+                          if pool[b] is not view and pool[b].d2 is not None]
+        mats = {id(v): temporal.between(v.m, v.kps, m_dst, view.kps) for v in group}
+        own = temporal.warp_by(view.d2, mats[id(view)], shape)
         own = np.nan_to_num(own, copy=False, nan=0.0)     # outside the box: no evidence of an occluder
-        others = [temporal.warp_between(pool[b].d2, pool[b].m, pool[b].kps, shape, m_dst, view.kps)
-                  for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
-                  if pool[b] is not view and pool[b].d2 is not None]
+        others = [temporal.warp_by(v.d2, mats[id(v)], shape) for v in group[1:]]
         d2 = temporal.median(own, others, scratch=True)
         # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
         # so an occluder that moves across the face (a waving hand) is never voted away.
@@ -133,12 +183,12 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity)
             ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
-                ring = _ring(view, pool, pool_keys, pool_index, radius, shot_of, shape, m_dst) & inside
+                ring = _ring(view, group, shape, mats) & inside
                 cut |= ring
             hard = _up(cut, it.shape)
             it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
             if view.lens is not None and ring is not None and LENS_OPEN:
-                lens = _ring(view, pool, pool_keys, pool_index, radius, shot_of, shape, m_dst, "lens") & inside
+                lens = _ring(view, group, shape, mats, "lens") & inside
                 glasses_mod.open_lenses(it.parts["occlusion"], _up(lens, it.shape), _up(ring, it.shape), it.size)
             if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
                 m_view = view.m.copy()
@@ -153,19 +203,18 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                 it.parts["mouth"] = keep
 
 
-def _ring(view: SkinView, pool, pool_keys, pool_index, radius: int, shot_of, shape, m_dst,
-          attr: str = "ring") -> np.ndarray:
+def _ring(view: SkinView, group: list[SkinView], shape, mats: dict, attr: str = "ring") -> np.ndarray:
     """This frame's glasses frames (``glasses.glasses``), voted on by the track's frames within
     +-radius like the skin distance (a neighbour that found none votes no): the ring's edges
     follow noise, and one frame's alone made a still face's paste mask toggle (0.52 % of its
-    pixels, 0.10 % with the vote)."""
+    pixels, 0.10 % with the vote). ``group``: the view, then its neighbours with a skin
+    distance map (``apply``'s window), ``mats`` their transforms onto the patch map."""
     def warped(v):
         r = getattr(v, attr)
         r = r.astype(np.float32) if r is not None else np.zeros(v.d2.shape, np.float32)
-        return temporal.warp_between(r, v.m, v.kps, shape, m_dst, view.kps)
+        return temporal.warp_by(r, mats[id(v)], shape)
     own = np.nan_to_num(warped(view))
-    near = temporal.window(view.key, view.clip_index, pool_keys, pool_index, radius, shot_of)
-    others = [warped(pool[b]) for b in near if pool[b] is not view and pool[b].d2 is not None]
+    others = [warped(v) for v in group[1:]]
     return temporal.median(own, others) > 0.5
 
 
@@ -173,3 +222,4 @@ def _up(hard: np.ndarray, shape) -> np.ndarray:
     if hard.shape == tuple(shape):
         return hard
     return cv2.resize(hard.astype(np.float32), (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR) > 0.5
+

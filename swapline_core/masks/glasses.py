@@ -84,30 +84,45 @@ def _glasses_in(lab_: np.ndarray, eyes: np.ndarray, skin: np.ndarray | None
     th = np.linspace(0.0, 2.0 * np.pi, LENS_RAYS, endpoint=False)
     dirs = np.stack([np.cos(th), np.sin(th)], 1)
     rs = np.arange(0.12 * iod, 0.9 * iod, 0.5)
+    # Each eye's search sees only what its rays (0.9 eye distances) and its frame band (0.3 more)
+    # can reach, plus the 3x3 closing's reach: the same results on a box about half the size.
+    reach = int(np.ceil(1.25 * iod)) + 4
+    skin_c = _skin_chroma(skin)
     for e in eyes:
         row: dict = {}
-        found = _frame_around(e, chroma, lab_, skin, iod, (dirs, rs), row)
+        if not (0 <= e[0] < w and 0 <= e[1] < h):
+            found, (bx, by) = None, (0, 0)
+        else:
+            bx, by = max(0, int(e[0]) - reach), max(0, int(e[1]) - reach)
+            bx1, by1 = min(w, int(e[0]) + reach + 1), min(h, int(e[1]) + reach + 1)
+            found = _frame_around(e - (bx, by), chroma[by:by1, bx:bx1], lab_[by:by1, bx:bx1], skin_c, iod,
+                                  (dirs, rs), row, (w - bx, h - by))
         if row:
             info.append(row)
         if found is not None:
-            ring |= found[0]
+            fh, fw = found[0].shape
+            ring[by:by + fh, bx:bx + fw] |= found[0]
             if found[1] is not None:
-                lens |= found[1]
+                lens[by:by + fh, bx:bx + fw] |= found[1]
     return ring.astype(bool), lens.astype(bool), info
 
 
-def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin: np.ndarray | None, iod: float,
-                  rays, row: dict) -> tuple[np.ndarray, np.ndarray | None] | None:
+def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: float | None, iod: float,
+                  rays, row: dict, limit=None) -> tuple[np.ndarray, np.ndarray | None] | None:
     """One eye's glasses frame (band) and the see-through lens it holds (None: opaque), or None
-    when there is no frame around it; ``row`` collects what was measured, for the report."""
+    when there is no frame around it; ``row`` collects what was measured, for the report.
+    ``skin_c``: the skin samples' chroma (``_skin_chroma``; None: no samples). ``limit``: (w, h)
+    of the whole map ``chroma`` is cut from (its top left corner at 0, 0), where the windows
+    stop; default ``chroma``'s own size."""
     dirs, rs = rays
     h, w = chroma.shape
-    x0, x1 = int(max(0, e[0] - 0.95 * iod)), int(min(w, e[0] + 0.95 * iod + 1))
-    y0, y1 = int(max(0, e[1] - 0.9 * iod)), int(min(h, e[1] + 0.9 * iod + 1))
-    if x1 - x0 < 4 or y1 - y0 < 4 or not (0 <= e[0] < w and 0 <= e[1] < h):
+    lw, lh = (w, h) if limit is None else limit
+    x0, x1 = int(max(0, e[0] - 0.95 * iod)), int(min(lw, e[0] + 0.95 * iod + 1))
+    y0, y1 = int(max(0, e[1] - 0.9 * iod)), int(min(lh, e[1] + 0.9 * iod + 1))
+    if x1 - x0 < 4 or y1 - y0 < 4 or not (0 <= e[0] < lw and 0 <= e[1] < lh):
         return None
     win = chroma[y0:y1, x0:x1]
-    yy, xx = np.mgrid[y0:y1, x0:x1]
+    yy, xx = np.ogrid[y0:y1, x0:x1]
     c = float(np.median(win[np.hypot(xx - e[0], yy - e[1]) <= max(1.5, 0.12 * iod)]))
     top = float(np.percentile(win, 95))
     row.update(centre_chroma=round(c, 3), frame_chroma=round(top, 3))
@@ -137,7 +152,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin: np.
     idx, ok = np.arange(LENS_RAYS), hit
     r = np.interp(idx, np.concatenate([idx[ok] - LENS_RAYS, idx[ok], idx[ok] + LENS_RAYS]), np.tile(r[ok], 3))
     # a circular median: one ray stopped by a reflection inside the lens does not notch it
-    r = np.median(np.stack([np.roll(r, k) for k in (-2, -1, 0, 1, 2)]), 0)
+    r = _circular_median(r, 2)
     # The band's own width along each ray (a wide run, where the ray went along a temple arm
     # or into red-lit skin, counts as the median width): the frame, not what lies around it.
     # A frame is about as thick all round: a run wider than the median is the frame plus
@@ -146,18 +161,18 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin: np.
     wd = np.where(hit & (width <= THIN_RING), width, np.nan)
     med = float(np.nanmedian(wd))
     wd = np.minimum(np.where(np.isnan(wd), med, wd), med) * iod
-    wd = np.median(np.stack([np.roll(wd, k) for k in (-1, 0, 1)]), 0)
+    wd = _circular_median(wd, 1)
     inner = np.zeros((h, w), np.uint8)
     cv2.fillPoly(inner, [np.rint(e + r[:, None] * dirs).astype(np.int32)], 1)
     outer = np.zeros((h, w), np.uint8)
     cv2.fillPoly(outer, [np.rint(e + (r + wd)[:, None] * dirs).astype(np.int32)], 1)
     band = outer & hi & (1 - inner)
     row["band_chroma"] = round(float(np.median(chroma[band.astype(bool)])), 3) if band.any() else 0.0
-    if skin is not None and len(skin):
+    if skin_c is not None:
         # More chromatic than (nearly all) the skin: around an eye without glasses the "band"
         # is the brightest skin itself (measured on a tinted face: within 0.015 of the skin's
         # 90th percentile; the kling clip's frames 0.03-0.17 above it).
-        row["skin_chroma"] = round(float(np.percentile(np.hypot(skin[:, 1], skin[:, 2]), 90)) / 100, 3)
+        row["skin_chroma"] = skin_c
         if row["band_chroma"] < row["skin_chroma"] + FRAME_OVER_SKIN:
             return None
     # The lens is everything the band encloses that is not band: also its less tinted edge,
@@ -172,6 +187,20 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin: np.
     row["lens_area"] = round(float(hole.sum()) / iod ** 2, 3)
     row["lens_l"] = round(float(np.median(lab_[..., 0][hole.astype(bool)])), 1)
     return band, hole if row["lens_l"] >= OPAQUE_L else None
+
+
+def _circular_median(v: np.ndarray, k: int) -> np.ndarray:
+    """Median of each entry and its k neighbours either side, wrapping round (the rays form a
+    circle): ``np.median`` of the 2k+1 rolled copies, by one sort of a sliding window view."""
+    ext = np.concatenate([v[-k:], v, v[:k]])
+    return np.sort(np.lib.stride_tricks.sliding_window_view(ext, 2 * k + 1), axis=1)[:, k]
+
+
+def _skin_chroma(skin: np.ndarray | None) -> float | None:
+    """The skin samples' 90th percentile chroma (Lab, /100), rounded as reported; None: no samples."""
+    if skin is None or not len(skin):
+        return None
+    return round(float(np.percentile(np.hypot(skin[:, 1], skin[:, 2]), 90)) / 100, 3)
 
 
 def see_through_lenses(d2: np.ndarray, lab_: np.ndarray, eyes: np.ndarray, skin: np.ndarray | None = None
@@ -237,29 +266,32 @@ def tint_lenses(pixels: np.ndarray, mask: np.ndarray, lens: np.ndarray, target_l
     h, w = mask.shape
     lens_p = cv2.warpAffine(lens.astype(np.float32), cv2.invertAffineTransform(patch_to_map), (w, h),
                             flags=cv2.INTER_LINEAR, borderValue=0.0)
-    sel_p = (lens_p > 0.5) & (mask > 0.5)
-    face_m = cv2.warpAffine((mask > 0.5).astype(np.uint8), patch_to_map, lens.shape[::-1],
-                            flags=cv2.INTER_NEAREST).astype(bool) & ~lens
-    if sel_p.sum() < 16 or face_m.sum() < 16:
+    inside = mask > 0.5
+    sel_p = (lens_p > 0.5) & inside
+    if np.count_nonzero(sel_p) < 16:
+        return pixels
+    face_m = cv2.warpAffine(inside.view(np.uint8), patch_to_map, lens.shape[::-1],
+                            flags=cv2.INTER_NEAREST).view(bool) & ~lens
+    if np.count_nonzero(face_m) < 16:
         return pixels
     # Face statistics from every 3rd pixel, the colour moves only in the lenses' box: this step
     # cost 8 ms a face over the whole patch, the largest part of the glasses' cost.
     step = 3
-    face_p = ((mask > 0.5) & ~sel_p)[::step, ::step]
+    face_p = (inside & ~sel_p)[::step, ::step]
+    if np.count_nonzero(face_p) < 16:
+        return pixels
     sub = np.ascontiguousarray(pixels[::step, ::step])
     slab = cv2.cvtColor(np.clip(sub, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
-    if face_p.sum() < 16:
-        return pixels
     ys, xs = np.nonzero(lens_p > 0.01)
     y0, y1 = max(0, ys.min() - 3), min(h, ys.max() + 4)
     x0, x1 = max(0, xs.min() - 3), min(w, xs.max() + 4)
     box = pixels[y0:y1, x0:x1]
     plab = cv2.cvtColor(np.clip(box, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
     sel_b = sel_p[y0:y1, x0:x1]
-    pf_mu, pf_sd = slab[face_p].mean(0), slab[face_p].std(0) + 1e-3
-    pl_mu, pl_sd = plab[sel_b].mean(0), plab[sel_b].std(0) + 1e-3
-    tf_mu, tf_sd = target_lab[face_m].mean(0), target_lab[face_m].std(0) + 1e-3
-    tl_mu, tl_sd = target_lab[lens].mean(0), target_lab[lens].std(0) + 1e-3
+    pf_mu, pf_sd = _mean_sd(slab, face_p)
+    pl_mu, pl_sd = _mean_sd(plab, sel_b)
+    tf_mu, tf_sd = _mean_sd(target_lab, face_m)
+    tl_mu, tl_sd = _mean_sd(target_lab, lens)
     # lens stats of the target, then the inverse of paste-back's face match (patch face -> target face)
     want = (plab - pl_mu) * (tl_sd / pl_sd) + tl_mu
     pre = (want - tf_mu) * (pf_sd / tf_sd) + pf_mu
@@ -267,3 +299,11 @@ def tint_lenses(pixels: np.ndarray, mask: np.ndarray, lens: np.ndarray, target_l
     wgt = cv2.GaussianBlur(lens_p, (0, 0), 1.0)[y0:y1, x0:x1, None]
     box[:] = np.clip(box * (1.0 - wgt) + rgb * wgt, 0, 255)
     return pixels
+
+
+def _mean_sd(img: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and spread (+ 1e-3) of ``img``'s pixels where ``sel``, float32: one
+    masked pass in OpenCV (double sums) instead of numpy's gather, mean and std (the masked
+    statistics were half of ``tint_lenses``' cost)."""
+    mu, sd = cv2.meanStdDev(np.ascontiguousarray(img, np.float32), mask=np.ascontiguousarray(sel).view(np.uint8))
+    return mu[:, 0].astype(np.float32), (sd[:, 0] + 1e-3).astype(np.float32)

@@ -31,9 +31,19 @@ def warp_between(src_map: np.ndarray, m_src: np.ndarray, src_kps: np.ndarray, ds
                  m_dst: np.ndarray, dst_kps: np.ndarray) -> np.ndarray:
     """Move one face's map (frame -> map transform ``m_src``) onto another face's map space,
     following the face (keypoints in frame coordinates); NaN where the source has no data."""
+    return warp_by(src_map, between(m_src, src_kps, m_dst, dst_kps), dst_shape)
+
+
+def between(m_src: np.ndarray, src_kps: np.ndarray, m_dst: np.ndarray, dst_kps: np.ndarray) -> np.ndarray:
+    """The map -> map transform ``warp_between`` applies (float32 2x3): computed once, it moves
+    every map of the same face pair (skin distance, glasses ring) with one keypoint fit."""
     t = umeyama(src_kps, dst_kps) if src_kps is not dst_kps else np.array([[1, 0, 0], [0, 1, 0]], np.float32)
-    full = (_h(m_dst) @ _h(t) @ np.linalg.inv(_h(m_src)))[:2]
-    return cv2.warpAffine(np.asarray(src_map, np.float32), full.astype(np.float32), (dst_shape[1], dst_shape[0]),
+    return (_h(m_dst) @ _h(t) @ np.linalg.inv(_h(m_src)))[:2].astype(np.float32)
+
+
+def warp_by(src_map: np.ndarray, full: np.ndarray, dst_shape) -> np.ndarray:
+    """``src_map`` moved by ``between``'s transform; NaN where the source has no data."""
+    return cv2.warpAffine(np.asarray(src_map, np.float32), full, (dst_shape[1], dst_shape[0]),
                           flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=float("nan"))
 
 

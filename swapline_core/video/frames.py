@@ -20,6 +20,13 @@ from .store import ChunkStore, stage_key
 
 DEFAULT_CHUNK = 16
 
+# Source frames decoded ahead of the chunk being processed (``iter_chunks(ahead=...)``), by
+# (path, source index): mask smoothing reads a few frames past its chunk (its post-roll), which
+# the next chunk decodes anyway; served from here, each is decoded once (on a 1080p-ish clip the
+# post-roll's decode was a third of the mask stage's time). Only a live iteration fills it, and
+# it removes its frames when it moves on or stops; they are the source's, never changed.
+_AHEAD: dict[tuple[str, int], np.ndarray] = {}
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -98,13 +105,20 @@ class FrameSequence:
         """Every stage applied so far, in order (provenance states these)."""
         return [r for layer in self.layers for r in layer.stage_records()]
 
-    def iter_chunks(self, first_chunk: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
-        """(chunk number, frames with every layer applied), decoding the source once."""
+    def iter_chunks(self, first_chunk: int = 0, ahead: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(chunk number, frames with every layer applied), decoding the source once. ``ahead``:
+        source frames past each chunk decoded before it is handed out, which ``read_frames``
+        serves while that chunk is processed (a per-chunk stage's post-roll) and the next chunk
+        then uses: each frame is decoded once instead of twice."""
         start = self.start + first_chunk * self.chunk * self.stride
         count = self.count - first_chunk * self.chunk
         stores = [layer.store() for layer in self.layers]
-        for c, batch in enumerate(video_read.iter_chunks(self.path, start, count, self.stride, self.chunk),
-                                  start=first_chunk):
+        if ahead > 0:
+            batches = _chunks_ahead(self.path, video_read.iter_frames(self.path, start, count, self.stride),
+                                    self.chunk, ahead)
+        else:
+            batches = video_read.iter_chunks(self.path, start, count, self.stride, self.chunk)
+        for c, batch in enumerate(batches, start=first_chunk):
             frames = [f for _, f in batch]
             for store in stores:
                 frames = apply_layer_chunk(frames, store.load(c))
@@ -116,7 +130,12 @@ class FrameSequence:
     def read_frames(self, indices: Sequence[int]) -> list[np.ndarray]:
         """A few frames by sequence index with every layer applied: the pre-/post-roll that
         per-chunk stages (mask smoothing) read around their chunk."""
-        frames = video_read.read_frames(self.path, [self.start + int(i) * self.stride for i in indices])
+        src = [self.start + int(i) * self.stride for i in indices]
+        # frames an iteration decoded ahead (iter_chunks' ``ahead``) are copied, not decoded again
+        have = {s: _AHEAD.get((self.path, s)) for s in src}
+        missing = sorted({s for s in src if have[s] is None})
+        decoded = dict(zip(missing, video_read.read_frames(self.path, missing))) if missing else {}
+        frames = [decoded[s] if have[s] is None else have[s].copy() for s in src]
         stores = [layer.store() for layer in self.layers]
         out = []
         for i, f in zip(indices, frames):
@@ -185,3 +204,39 @@ def layer_mask(arrays: dict[str, np.ndarray], i: int, hw: tuple[int, int]) -> np
         h, w = y1 - y0, x1 - x0
         m[y0:y1, x0:x1] = np.unpackbits(arrays[f"m{i}"])[: h * w].reshape(h, w)
     return m
+
+
+def _chunks_ahead(path: str, frames, chunk: int, ahead: int):
+    """``video_read.iter_chunks`` over ``frames`` ((index, frame) pairs), with up to ``ahead``
+    frames past each chunk decoded before the chunk is yielded and left in ``_AHEAD`` while it
+    is processed. A decoding fault is raised where ``iter_chunks`` would raise it: when the
+    chunk holding the bad frame is asked for, after every whole chunk before it."""
+    it = iter(frames)
+    buf: list = []
+    err: Exception | None = None
+    done = False
+    try:
+        while True:
+            while not done and len(buf) < chunk + ahead:
+                try:
+                    item = next(it, None)
+                except Exception as e:            # noqa: BLE001 - re-raised in its chunk's turn
+                    err, done = e, True
+                    break
+                if item is None:
+                    done = True
+                else:
+                    buf.append(item)
+            if err is not None and len(buf) < chunk:
+                raise err
+            if not buf:
+                return
+            batch, buf = buf[:chunk], buf[chunk:]
+            for i, f in buf:
+                _AHEAD[(path, i)] = f
+            yield batch
+            for i, _ in buf:
+                _AHEAD.pop((path, i), None)
+    finally:
+        for i, _ in buf:
+            _AHEAD.pop((path, i), None)

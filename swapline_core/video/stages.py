@@ -28,6 +28,10 @@ from .cuts import CutDetector
 from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
 from .store import ChunkStore, faces_key, model_stamp, stage_key
 
+# Source frames decoded past each chunk of a patch stage before it runs (FrameSequence.iter_chunks'
+# ``ahead``): the mask stack's post-roll at smoothing radius <= 3 (masks.builtin.roll_radius).
+READ_AHEAD = 8
+
 
 @dataclass
 class Hooks:
@@ -187,7 +191,9 @@ def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: 
         hooks.progress(len(seq.chunk_range(c)))
     if first_missing < seq.n_chunks:
         t_dec = time.perf_counter()
-        for c, frames in seq.iter_chunks(first_missing):
+        # READ_AHEAD: the masks' post-roll (masks.builtin.roll_radius: 6 frames at the default
+        # smoothing) comes from the frames decoded for the next chunk, not a second decode.
+        for c, frames in seq.iter_chunks(first_missing, ahead=READ_AHEAD):
             report.seconds["decode"] += time.perf_counter() - t_dec
             if not store.has(c):
                 hooks.check_interrupt()

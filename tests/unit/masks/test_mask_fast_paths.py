@@ -1,5 +1,6 @@
 """The mask stack's faster code paths give the very values of the plain formulas they replace
-(issue 13, mask_overhead): a speed-up must not change what the masks decide."""
+(issue 13, mask_overhead): a speed-up must not change what the masks decide. The last two (block
+fits, the skin view's shrink) are not exact: they state what they keep and their tolerance."""
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ sys.path.insert(0, str(ROOT))
 import cv2
 import numpy as np
 
-from swapline_core.masks import occlusion, temporal
+from swapline_core.masks import builtin, occlusion, temporal
 
 
 def _reference_median(own, others):
@@ -73,3 +74,21 @@ def test_dilation_near_the_mask_equals_the_full_dilation():
         g = int(rng.integers(1, 12))
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1))
         assert np.array_equal(occlusion._dilate_near(m, k, g), cv2.dilate(m, k))
+
+
+def test_block_fit_anchor_is_within_the_window_and_restarts_at_cuts():
+    """One colour fit per block (builtin.fit_anchor): not exact against a fit per frame (the
+    model of frame i is its block anchor's +-r window, anchor <= r away), so this pins the
+    schedule: each frame is in its anchor's window, blocks count from the shot's first frame,
+    and the roll reaches every window a median needs."""
+    for r in (1, 2, 3):
+        b = builtin.fit_block(r)
+        assert 1 <= b <= 2 * r + 1
+        for start in (0, 7):
+            anchors = [builtin.fit_anchor(i, start, r) for i in range(start, start + 40)]
+            assert all(abs(a - i) <= r for a, i in zip(anchors, range(start, start + 40)))
+            assert anchors[0] >= start and len(set(anchors)) == -(-40 // b)
+            # a median reads views <= r away; their fits read <= r around anchors <= b // 2 away
+            assert builtin.roll_radius(r) >= r + max(abs(a - i) for a, i in zip(anchors, range(start, start + 40))) + r
+    assert builtin.fit_block(0) == 1 and builtin.roll_radius(0) == 0
+

@@ -1,0 +1,79 @@
+"""Frames decoded ahead of a chunk (FrameSequence.iter_chunks' ``ahead``): the same chunks, the
+post-roll served from them while the chunk is processed, and decoding faults where they were."""
+import itertools
+
+import numpy as np
+import pytest
+
+from devtools.test_media import make_video
+from swapline_core.video import frames as F
+from swapline_core.video.frames import FrameSequence
+
+
+def _frames(n, bad=None):
+    for i in range(n):
+        if i == bad:
+            raise RuntimeError(f"bad frame {i}")
+        yield i, np.full((2, 2, 3), i, np.uint8)
+
+
+def _plain(n, chunk, bad):
+    out, batch = [], []
+    try:
+        for item in _frames(n, bad):
+            batch.append(item[0])
+            if len(batch) == chunk:
+                out.append(batch)
+                batch = []
+        if batch:
+            out.append(batch)
+    except RuntimeError as e:
+        out.append(str(e))
+    return out
+
+
+def _ahead(n, chunk, ahead, bad):
+    out = []
+    last = n if bad is None else min(n, bad)
+    try:
+        for batch in F._chunks_ahead("clip", _frames(n, bad), chunk, ahead):
+            out.append([i for i, _ in batch])
+            end = batch[-1][0] + 1
+            # while the chunk is out, the frames after it (up to ``ahead``) wait in _AHEAD
+            assert sorted(i for _, i in F._AHEAD) == list(range(end, min(last, end + ahead)))
+    except RuntimeError as e:
+        out.append(str(e))
+    assert not F._AHEAD
+    return out
+
+
+@pytest.mark.parametrize("chunk,ahead", [(1, 1), (4, 6), (16, 8), (4, 20)])
+def test_chunks_ahead_same_chunks_and_faults(chunk, ahead):
+    for n, bad in itertools.product(range(0, 26), (None, 0, 3, 4, 15, 16, 21)):
+        assert _ahead(n, chunk, ahead, bad) == _plain(n, chunk, bad), (n, bad)
+
+
+def test_abandoned_iteration_leaves_nothing():
+    g = F._chunks_ahead("clip", _frames(40), 16, 8)
+    next(g)
+    assert len(F._AHEAD) == 8
+    g.close()
+    assert not F._AHEAD
+
+
+def test_sequence_read_ahead_serves_post_roll(tmp_path):
+    clip = make_video(tmp_path / "c.mp4", n=11)
+    seq = FrameSequence.open(str(clip), 0, 11, 1, 4)
+    plain = [f for _, ch in seq.iter_chunks() for f in ch]
+    got = []
+    for c, ch in seq.iter_chunks(ahead=3):
+        got += ch
+        roll = [i for i in range(4 * c + 4, 4 * c + 7) if i < 11]
+        if roll:
+            assert all((seq.path, i) in F._AHEAD for i in roll)
+            served = seq.read_frames(roll)
+            for i, f in zip(roll, served):
+                assert np.array_equal(f, plain[i])
+                f[:] = 0                                   # a copy: the next chunk is not touched
+    assert not F._AHEAD
+    assert len(got) == len(plain) and all(np.array_equal(a, b) for a, b in zip(got, plain))
