@@ -29,6 +29,7 @@ import numpy as np
 from ..faces.shape import MEAN68, MIRROR68
 from ..interfaces import FaceSwapper
 from ..types import Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
+from .classical_blend import forehead_edge, forehead_skin, relight, seamless
 
 BLEND_MODES = ("seamless", "feather")
 MIRROR_MODES = ("auto", "never", "always")
@@ -162,9 +163,11 @@ class ClassicalSwapper(FaceSwapper):
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, inner)
         if self.relight > 0:
-            warped = _relight(warped, patch_f, hard, self.relight * size)
+            warped = relight(warped, patch_f, hard, self.relight * size)
         if self.blend == "seamless":
-            warped = _seamless(warped, patch, inner)
+            skin_info = forehead_skin(patch_f, hard, dst68 - origin, size) if self.forehead > 0 else None
+            warped = seamless(warped, patch, inner)
+            warped = forehead_edge(warped, patch_f, hard, size, skin_info)
         if self.expression:
             # Teeth, tongue and the dark of an open mouth are the target's (the source is usually
             # a closed-mouth photo: its lips would be stretched over the gap).
@@ -404,48 +407,3 @@ def _piecewise_affine(src_img, src_pts, dst_pts, tris, shape):
     sh, sw = src_img.shape[:2]
     valid = (label >= 0) & (map_x >= 0) & (map_y >= 0) & (map_x <= sw - 1) & (map_y <= sh - 1)
     return warped.astype(np.float32), valid.astype(np.uint8)
-
-
-def _masked_blur(img: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian blur that averages only over ``mask``, so background does not leak in.
-
-    The result is low-frequency by construction, so it is computed on a copy shrunk to about
-    four pixels per sigma and scaled back: the same shading at a fraction of the cost (a
-    full-size blur with sigma ~90 px dominated the swap time at 720p).
-    """
-    m = mask.astype(np.float32)
-    h, w = m.shape
-    f = min(1.0, 4.0 / max(sigma, 1e-6))
-    if f < 1.0:
-        small = (max(1, round(w * f)), max(1, round(h * f)))
-        num = cv2.GaussianBlur(cv2.resize(img * m[..., None], small, interpolation=cv2.INTER_AREA), (0, 0), sigma * f)
-        den = cv2.GaussianBlur(cv2.resize(m, small, interpolation=cv2.INTER_AREA), (0, 0), sigma * f)
-        low = num / np.maximum(den, 1e-4)[..., None]
-        return cv2.resize(low, (w, h), interpolation=cv2.INTER_LINEAR)
-    num = cv2.GaussianBlur(img * m[..., None], (0, 0), sigma)
-    den = cv2.GaussianBlur(m, (0, 0), sigma)
-    return num / np.maximum(den, 1e-4)[..., None]
-
-
-def _relight(warped: np.ndarray, patch: np.ndarray, mask: np.ndarray, sigma: float):
-    """Keep the source's detail and take the low-frequency shading from the target, so a
-    source lit from the other side does not bring its shadows along."""
-    low_src = _masked_blur(warped, mask, sigma)
-    low_dst = _masked_blur(patch, mask, sigma)
-    return np.clip(warped - low_src + low_dst, 0, 255)
-
-
-def _seamless(warped: np.ndarray, patch: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Poisson-blend ``warped`` into ``patch`` inside ``mask``; float32 RGB 0..255."""
-    # seamlessClone needs the mask's bounding box plus one pixel inside the destination, which
-    # fails for faces cut by the frame edge: pad everything first, crop afterwards.
-    p = 3
-    src = cv2.copyMakeBorder(np.clip(warped + 0.5, 0, 255).astype(np.uint8), p, p, p, p,
-                             cv2.BORDER_REFLECT)
-    dst = cv2.copyMakeBorder(np.ascontiguousarray(patch), p, p, p, p, cv2.BORDER_REFLECT)
-    m = cv2.copyMakeBorder(mask.astype(np.uint8) * 255, p, p, p, p, cv2.BORDER_CONSTANT, value=0)
-    bx, by, bw, bh = cv2.boundingRect(m)
-    # OpenCV puts the mask's box at centre - (bw // 2, bh // 2); this centre keeps the clone
-    # exactly in place (checked on OpenCV 5.0: a shifted centre moves textured content).
-    out = cv2.seamlessClone(src, dst, m, (bx + bw // 2, by + bh // 2), cv2.NORMAL_CLONE)
-    return out[p:-p, p:-p].astype(np.float32)
