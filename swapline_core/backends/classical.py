@@ -155,6 +155,7 @@ class ClassicalSwapper(FaceSwapper):
             core = (dist > dist.max() / 2).astype(np.float32)
         mask = cv2.GaussianBlur(core, (0, 0), sigma) * hard
         mask[mask < 1e-4] = 0.0
+        np.minimum(mask, 1.0, out=mask)   # a blur of ones can round to 1.0000001 (thread-dependent)
 
         patch_f = patch.astype(np.float32)
         inner = (dist > erosion_px).astype(np.uint8)
