@@ -60,18 +60,15 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     def shot_of(clip_index: int) -> int:
         return sum(1 for c in cuts if c <= clip_index)
 
-    def shot_start(clip_index: int) -> int:
-        return max([0] + [c for c in cuts if c <= clip_index])
-
     def key_of(face: Face):
         return None if face.track_id is None or context is None else int(face.track_id)
 
     if opts.builtin_occlusion or opts.mouth != "off":
         r = opts.temporal
         views, pool = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts)
-        # Medians span +-r views, each fitted over +-r around its block's anchor: see roll_radius.
+        # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
         near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
-        builtin.fit_views(near, pool, r, shot_of, shot_start)
+        builtin.fit_views(near, pool, r, shot_of)
         builtin.apply(items, views, pool, opts, r, shot_of)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)

@@ -71,80 +71,46 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
                     hue_samples=hue[sm & (sat >= 0.15)])
 
 
-# One colour fit per track per block of this many frames (fit_anchor). 1: every frame its own
-# +-radius window (main's masks exactly). 4 fitted a quarter as often (about 0.08 s of the speech
-# case's 0.6 s of masks) but cost quality (bench/quality/run.py on the six cases, 4 vs 1):
-# mouth_open_corr 0.825 vs 0.837, moved_to_source 0.0625 vs 0.031, and the still-face flicker
-# test's toggling pixels 0.16 % vs 0.09 %.
-FIT_EVERY = 1
-
-
-def fit_block(radius: int) -> int:
-    """Frames per colour-fit block: at most 2 * radius + 1, so the block's anchor is within
-    ``radius`` of each of its frames and the anchor's window always holds the frame itself."""
-    return max(1, min(FIT_EVERY, 2 * radius + 1))
-
-
-def fit_anchor(clip_index: int, shot_start: int, radius: int) -> int:
-    """The frame whose +-radius window fits the colour model of ``clip_index``: the middle of its
-    block of ``fit_block`` frames, counted from its shot's first frame. Windows of neighbouring
-    frames share 4 of 5 frames, so one fit per block gives nearly the same model for a quarter of
-    the fits (the fit was the mask stack's second largest cost); blocks depend on clip indices
-    only, so the model does not depend on chunking or resume."""
-    b = fit_block(radius)
-    return shot_start + (clip_index - shot_start) // b * b + b // 2
-
-
 def roll_radius(radius: int) -> int:
     """Frames of roll the pool needs: medians read views within +-radius of a masked face, and
-    those views' fits read +-radius around their anchors (up to ``fit_block // 2`` away)."""
-    return 2 * radius + fit_block(radius) // 2 if radius > 0 else 0
+    each of those views' fits reads +-radius around it. (One fit per block of 4 frames was
+    tried: it saved ~0.08 s of the speech case's 0.6 s of masks but cost mouth_open_corr 0.837
+    -> 0.825 on the quality bench and raised the still-face flicker test's toggling pixels 0.09 %
+    -> 0.16 %.)"""
+    return 2 * radius if radius > 0 else 0
 
 
-def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of, shot_start=None) -> None:
+def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of) -> None:
     """Each target view's colour model is fitted on the skin samples of its track within
-    +-radius frames of its block's anchor (``fit_anchor``; one frame's fit wobbles with noise,
-    a window's does not), then its skin distance map is computed. ``shot_start(i)``: the first
-    frame of frame i's shot (None: a single shot from frame 0)."""
+    +-radius frames (one frame's fit wobbles with noise; a window's does not), then its skin
+    distance map is computed."""
     keys, index = [v.key for v in pool], [v.clip_index for v in pool]
-    fits: dict = {}
     for v in targets:
         if v.lab is None or v.fitted:
             continue
         v.fitted = True
-        shot = shot_of(v.clip_index)
-        if v.key is None or radius <= 0:
-            anchor, group = v.clip_index, [v]
-        else:
-            anchor = fit_anchor(v.clip_index, shot_start(v.clip_index) if shot_start else 0, radius)
-            group = None
-        fit_key = (v.key, shot, anchor)
-        if group is not None or fit_key not in fits:
-            if group is None:
-                group = [pool[b] for b in range(len(pool)) if keys[b] == v.key and abs(index[b] - anchor) <= radius
-                         and shot_of(index[b]) == shot]
-            # In clip order, so the samples (and the thinning below) do not depend on how the
-            # window happens to be split between the chunk and its roll.
-            group.sort(key=lambda g: g.clip_index)
-            xs = [g.samples for g in group if g.samples is not None]
-            x = np.concatenate(xs) if xs else np.zeros((0, 3), np.float32)
-            if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
-                x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
-            model = occ.fit_skin(x)
-            hs = [g.hue_samples for g in group if g.hue_samples is not None]
-            h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
-            floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
-            fits[fit_key] = (model, floor, x)
-        v.model, v.hue_floor, x = fits[fit_key]
+        group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
+        if not any(g is v for g in group):
+            group.append(v)
+        # In clip order, so the samples (and the thinning below) do not depend on how the
+        # window happens to be split between the chunk and its roll.
+        group.sort(key=lambda g: g.clip_index)
+        xs = [g.samples for g in group if g.samples is not None]
+        x = np.concatenate(xs) if xs else np.zeros((0, 3), np.float32)
+        if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
+            x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
+        v.model = occ.fit_skin(x)
+        v.hue_floor = None
         if v.model is not None:
             v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+            hs = [g.hue_samples for g in group if g.hue_samples is not None]
+            h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
+            v.hue_floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
             if v.hue_floor is not None:
                 np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
             v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
-        else:
-            v.hue_floor = None
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
