@@ -16,7 +16,9 @@ DESCRIPTION = {
                       "target; how often identity moved at all; median distances in the speech case's row)"),
     "face_delta_e": "median ΔE of the face region's mean Lab, result vs target",
     "cut_track_resets": "share of hard cuts found and not spanned by any track",
-    "mask_overhead": "(masks + guards time) / swap time, all cases",
+    "mask_overhead": "(masks + guards time) / the swapper's own call time, all cases",
+    "mask_stage_share": ("(masks + guards time) / all the swap stage timed (decode, landmarks, guards, swap, "
+                         "masks, paste, store), all cases; no target"),
 }
 
 
@@ -49,5 +51,8 @@ def markdown(q: dict | None) -> list[str]:
                   f"d(result, source) {ids[0]:.3f}, d(result, target) {ids[1]:.3f}, d(target, source) "
                   f"{ids[2]:.3f}. `moved_to_source` counts d(result, source) < d(result, target); "
                   f"`toward_source` counts d(result, source) < d(target, source)."]
+    st = q.get("swap_stage_seconds")
+    if st:
+        lines += ["", "Swap stage seconds, all cases: " + ", ".join(f"{k} {v:.2f}" for k, v in st.items()) + "."]
     lines += ["", "Before/after strips of every case: `out/bench/quality_<case>.png`."]
     return lines
