@@ -14,14 +14,16 @@ A swap must keep the target's expression. Two readings:
 
 Why pixels and not the landmarks' opening for the window: dlib's 68-point fit is one cascade over
 the whole face, so the result's fitted mouth moves with the swapped eyes and forehead and with the
-target's jaw. Measured on the sample clip (bench/calibrate_qa.py records): on the known-bad case
-``mouth_frozen_to_source`` (the source's closed, grey mouth pasted over the target's) the fit read
-the closed mouth 0.07-0.32 inter-ocular distances open, following the target's jaw (median
-difference from the target's opening 0.05, known-good 0.012); the window correlation of the fitted
-openings was 0.53-0.95 on the known-good case and up to 0.68 on the frozen one, and the
-known-good case's worst window moved 0.346 -> 0.264 with a forehead blend change. The profile is
-read at the target's landmarks from the result's pixels only, under the nose: what the swap did to
-the forehead, eyes or colour cannot move it (docs/measurements/qa_expression_stability.md).
+target's jaw. On the sample clip's ``mouth_frozen_to_source`` (the source's closed mouth pasted over
+the target's; out/bench/qa_calibration_records.json of bench/calibrate_qa.py) the fit read that
+closed mouth 0.025-0.134 jaw widths open, the known-good case's range (0.027-0.153), and a
+result that was not re-detected had no reading at all: the case was caught on 20 of 48 frames.
+Changes far from the mouth moved the landmark reading's known-good worst window 0.40-0.79 and its
+calibrated limit 0.33-0.47; the profile's worst window moved 0.993-0.999 and its limit 0.573-0.578
+(docs/measurements/qa_expression_stability.md, bench/qa_expression_stability.py). The profile is
+read at the target's landmarks from the result's pixels under the nose only: the forehead and eyes
+cannot move it by construction, a whole-face colour or brightness change is normalised out, and
+it needs no re-detection of the result.
 
 The result's landmarks for ``mouth_delta`` are fitted on a probe (:func:`mouth_probe`): the
 target frame with only the result's lower face in it, placed by the target's keypoints; and on the
@@ -50,8 +52,9 @@ MIN_WINDOW_FRAMES = 5
 # mouth moves the lower lip and chin down), PROFILE_ROWS rows; each row is the mean over the
 # patch's central half (the inner mouth, not the cheeks). The value channel (max of R, G, B) keeps
 # the dark mouth opening and teeth and ignores lip colour: red lips and pale skin are both bright
-# in it. On the sample clip the pipeline's real output (paler lips than the target's) correlated
-# 0.84-0.94 with it, 0.54-0.84 with grey levels.
+# in it. On the sample clip the pipeline's real output (paler lips than the target's) correlates
+# 0.83-0.93 with it (bench/calibrate_qa.py records, classical_today); grey levels, tried, rated it
+# lower, as if the lip colour change were mouth movement.
 PROFILE_WIDTH, PROFILE_HEIGHT, PROFILE_DOWN = 1.3, 1.0, 0.15
 PROFILE_ROWS, PROFILE_COLS = 24, 32
 # The lower face (under the nose, between the jaw corners, down to the chin) in 68-point indices,
