@@ -219,7 +219,10 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
               "| --- | --- | " + " | ".join("---" for _ in metrics) + " |"]
     for c in checks:
         lines.append(f"| {c['case']} | {c['faces']} | " + " | ".join(str(c["by_metric"][m]) for m in metrics) + " |")
-    lines += ["", ("Units: leakage/identity dlib cosine similarity; mouth_delta in jaw widths; colour_cast "
+    lines += ["", ("Units: leakage/identity dlib cosine similarity; mouth_delta in jaw widths; expression_corr "
+              "correlation over the window of the changes of the mouth region's row brightness, result vs target "
+              "(no value where the target's mouth is still; stability under unrelated pipeline changes: "
+              "docs/measurements/qa_expression_stability.md); colour_cast "
               "chroma shift (CIELAB a*, b*) of the worse face half; seam_ratio boundary gradient energy "
               "result/target; occluder_overwrite, bleed, offface, changed shares of the face (see "
               "`swapline_core/qa/metrics_image.py`)."), ""]

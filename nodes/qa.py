@@ -70,8 +70,10 @@ class QAGate(io.ComfyNode):
                 io.Float.Input("max_mouth_delta", default=AUTO, min=-1.0, max=1.0, step=0.005,
                                tooltip=f"Maximum difference of mouth opening to the target's, in jaw widths {limit}."),
                 io.Float.Input("min_expression_corr", default=AUTO, min=-1.0, max=1.0, step=0.05,
-                               tooltip="Minimum correlation of the result's mouth opening with the target's over a "
-                                       f"sliding window (a frozen mouth scores ~0) {limit}."),
+                               tooltip="Minimum correlation of the result's mouth movement with the target's over a "
+                                       "sliding window (brightness of the mouth region, row by row, at the target's "
+                                       "mouth; a frozen mouth scores ~0; windows where the target's mouth does not "
+                                       f"move are not judged) {limit}."),
                 io.Float.Input("max_occluder_overwrite", default=AUTO, min=-1.0, max=1.0, step=0.01,
                                tooltip=f"Maximum share of the target's occluder pixels (glasses, hands) changed {limit}."),
                 io.Float.Input("max_colour_cast", default=AUTO, min=-1.0, max=100.0, step=0.5,

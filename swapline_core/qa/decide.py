@@ -49,7 +49,7 @@ class QAThresholds:
     max_landmark_drift: float = _D["max_landmark_drift"]
     max_flicker_ratio: float = _D["max_flicker_ratio"]
     max_mouth_delta: float = _D["max_mouth_delta"]           # |mouth opening result - target|, jaw widths
-    min_expression_corr: float = _D["min_expression_corr"]   # mouth opening correlation over the window
+    min_expression_corr: float = _D["min_expression_corr"]   # mouth movement (profile) correlation over the window
     expression_window: int = _D["expression_window"]         # evaluated frames per correlation window
     max_occluder_overwrite: float = _D["max_occluder_overwrite"]
     max_colour_cast: float = _D["max_colour_cast"]           # chroma shift (a*, b*), worse face half

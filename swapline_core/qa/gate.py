@@ -12,7 +12,7 @@ Per swapped face, identity measurements against the same recognizer that built t
 - flicker ratio: frame-to-frame change inside the face box, output over input. Talking faces
   move, so absolute change says little; the ratio says whether the swap *adds* change.
 
-and what a viewer sees: expression (``metrics_expression``: mouth opening against the target's),
+and what a viewer sees: expression (``metrics_expression``: mouth opening and movement against the target's),
 occluder overwrite, colour cast, seam, bleed, off-face paste and coverage (``metrics_image``).
 Thresholds, reasons, the decision and the policies live in ``decide``.
 
@@ -52,7 +52,7 @@ from .decide import (  # noqa: F401
     thresholds_for,
 )
 from .decide import r as _r
-from .metrics_expression import add_window_correlation, expression_values, mouth_probe
+from .metrics_expression import add_window_correlation, expression_values, mouth_probe, mouth_profile
 from .metrics_image import image_metrics
 
 # Flicker is a ratio of mean absolute differences (0..255 grey levels). Added to both sides so a
@@ -288,6 +288,11 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
             expr = expression_values(o.landmarks, result_lm if red else None,
                                      s.landmarks if red and e.landmarks is not None else None)
             changed = img.get("changed")
+            # the window's reading (metrics_expression.add_window_correlation): the mouth region of
+            # both frames at the target's landmarks; the result's own fit and re-detection play no part
+            prof_t = prof_r = None
+            if o.landmarks is not None:
+                prof_t, prof_r = mouth_profile(originals[k], o.landmarks), mouth_profile(swapped[k], o.landmarks)
             face_records.append({
                 "track_id": t.track_id, "bbox": [round(float(v), 1) for v in t.bbox],
                 "swapped": True, "changed": _r(changed),     # "swapped" is decided in finalize
@@ -296,6 +301,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 # False: the original's re-detection missed, drift/leakage use the tracked face
                 "original_redetected": bool(ofound),
                 **{key: _r(v) for key, v in expr.items()}, "expression_corr": None,   # see finalize
+                "mouth_profile_target": prof_t, "mouth_profile_result": prof_r,
                 **{key: _r(img.get(key)) for key in IMAGE_KEYS},
                 "occluder_source": img.get("occluder_source"), "reasons": []})
         records.append({"frame": index, "status": "ok", "faces": face_records, **_safety(scores, k)})

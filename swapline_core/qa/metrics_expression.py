@@ -1,15 +1,33 @@
 """Expression consistency: does the result open its mouth (and eyes) when the target does?
 
-A swap must keep the target's expression. Per frame, mouth opening (inner-lip gap over jaw
-width, from 68-point landmarks) of the re-detected result is compared with the target's; over a
-sliding window of frames, the two openings must also move together (Pearson correlation). A
-mouth frozen to the source, or replaced by one that does not follow speech, keeps a near-constant
-opening while the target's moves: the per-frame gap grows and the correlation drops to ~0.
+A swap must keep the target's expression. Two readings:
 
-The result's landmarks are fitted on a probe (:func:`mouth_probe`): the target frame with only
-the result's lower face in it, placed by the target's keypoints, so the swapped eyes and nose do
-not move the fitted mouth; and on the result frame itself. The less open reading counts
-(:func:`expression_values` says why).
+- per frame, mouth opening (inner-lip gap over jaw width, from 68-point landmarks) of the
+  re-detected result against the target's (``mouth_delta``);
+- over a sliding window of frames, whether the result's mouth *moves with* the target's
+  (``expression_corr``): the correlation of the frame-to-frame changes of a mouth profile (the
+  brightness of the mouth region, row by row, :func:`mouth_profile`) read from the result and
+  from the target at the same place, the target's. A mouth frozen to the source, or replaced by
+  one that does not follow speech, changes little or out of step while the target's opens and
+  closes: the correlation drops to ~0. A window where the target's mouth barely moves carries no
+  evidence and gets no value (None), not a pass.
+
+Why pixels and not the landmarks' opening for the window: dlib's 68-point fit is one cascade over
+the whole face, so the result's fitted mouth moves with the swapped eyes and forehead and with the
+target's jaw. On the sample clip's ``mouth_frozen_to_source`` (the source's closed mouth pasted over
+the target's; out/bench/qa_calibration_records.json of bench/calibrate_qa.py) the fit read that
+closed mouth 0.025-0.134 jaw widths open, the known-good case's range (0.027-0.153), and a
+result that was not re-detected had no reading at all: the case was caught on 20 of 48 frames.
+Changes far from the mouth moved the landmark reading's known-good worst window 0.40-0.79 and its
+calibrated limit 0.33-0.47; the profile's worst window moved 0.993-0.999 and its limit 0.573-0.578
+(docs/measurements/qa_expression_stability.md, bench/qa_expression_stability.py). The profile is
+read at the target's landmarks from the result's pixels under the nose only: the forehead and eyes
+cannot move it by construction, a whole-face colour or brightness change is normalised out, and
+it needs no re-detection of the result.
+
+The result's landmarks for ``mouth_delta`` are fitted on a probe (:func:`mouth_probe`): the
+target frame with only the result's lower face in it, placed by the target's keypoints; and on the
+result frame itself. The less open reading counts (:func:`expression_values` says why).
 
 The window is computed from the per-frame records after every chunk is evaluated, so it does
 not depend on chunk boundaries and a resumed run gives the same numbers as an uninterrupted one.
@@ -25,9 +43,20 @@ import numpy as np
 _INNER_PAIRS = ((61, 67), (62, 66), (63, 65))
 _EYE_PAIRS = (((37, 41), (38, 40), (36, 39)), ((43, 47), (44, 46), (42, 45)))
 # The target must actually move its mouth inside the window for a correlation to mean anything
-# (a closed, silent mouth has nothing to follow): std of its opening, in jaw widths.
+# (a closed, silent mouth has nothing to follow): std of its landmark opening, in jaw widths.
+# Below it the window is "no evidence" (None), neither pass nor fail.
 MIN_TARGET_STD = 0.01
 MIN_WINDOW_FRAMES = 5
+# The mouth profile (mouth_profile): a patch around the target's mouth, in inter-ocular distances
+# (IOD) along and across the eye line, centred PROFILE_DOWN below the lips' centre (an opening
+# mouth moves the lower lip and chin down), PROFILE_ROWS rows; each row is the mean over the
+# patch's central half (the inner mouth, not the cheeks). The value channel (max of R, G, B) keeps
+# the dark mouth opening and teeth and ignores lip colour: red lips and pale skin are both bright
+# in it. On the sample clip the pipeline's real output (paler lips than the target's) correlates
+# 0.83-0.93 with it (bench/calibrate_qa.py records, classical_today); grey levels, tried, rated it
+# lower, as if the lip colour change were mouth movement.
+PROFILE_WIDTH, PROFILE_HEIGHT, PROFILE_DOWN = 1.3, 1.0, 0.15
+PROFILE_ROWS, PROFILE_COLS = 24, 32
 # The lower face (under the nose, between the jaw corners, down to the chin) in 68-point indices,
 # grown by LOWER_FACE_GROW face sizes: the region the result's mouth is read from (mouth_probe).
 LOWER_FACE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 35, 34, 33, 32, 31]
@@ -53,6 +82,29 @@ def mouth_probe(original: np.ndarray, result: np.ndarray, target_lm: np.ndarray)
     out = original.copy()
     out[mask] = result[mask]
     return out
+
+
+def mouth_profile(image: np.ndarray, target_lm: np.ndarray) -> list[float]:
+    """The mouth region's brightness, row by row, at the target's mouth: PROFILE_ROWS values,
+    zero mean and unit spread over the patch (so a colour, brightness or contrast change of the
+    whole result does not change it). Read with the *target's* landmarks on both the target and
+    the result frame: the result is compared where the target's mouth is, its own fit plays no part."""
+    lm = np.asarray(target_lm, np.float64)
+    eye_l, eye_r = lm[36:42].mean(0), lm[42:48].mean(0)
+    iod = max(float(np.linalg.norm(eye_r - eye_l)), 1e-6)
+    ux = (eye_r - eye_l) / iod
+    uy = np.array([-ux[1], ux[0]])
+    centre = lm[48:68].mean(0) + uy * PROFILE_DOWN * iod
+    sx, sy = PROFILE_WIDTH * iod / PROFILE_COLS, PROFILE_HEIGHT * iod / PROFILE_ROWS
+    # patch (u, v) -> image: columns along the eye line, rows across it
+    a = np.array([[ux[0] * sx, uy[0] * sy, 0.0], [ux[1] * sx, uy[1] * sy, 0.0]])
+    a[:, 2] = centre - a[:, :2] @ np.array([PROFILE_COLS / 2, PROFILE_ROWS / 2])
+    value = np.asarray(image).max(axis=2).astype(np.float32)
+    patch = cv2.warpAffine(value, a, (PROFILE_COLS, PROFILE_ROWS), flags=cv2.INTER_AREA | cv2.WARP_INVERSE_MAP,
+                           borderMode=cv2.BORDER_REPLICATE)
+    patch = (patch - patch.mean()) / max(float(patch.std()), 1e-3)
+    prof = patch[:, PROFILE_COLS // 4: 3 * PROFILE_COLS // 4].mean(axis=1)
+    return [round(float(v), 3) for v in prof]
 
 
 def _jaw(lm: np.ndarray) -> float:
@@ -92,7 +144,9 @@ def expression_values(target_lm: np.ndarray | None, result_lm: np.ndarray | None
     open is read open by both fits.
     """
     if target_lm is None or result_lm is None:
-        return {"mouth_target": None, "mouth_result": None, "mouth_delta": None, "eye_delta": None}
+        # the target's opening is kept: the window needs it to tell whether the target moved
+        mt = None if target_lm is None else mouth_open(target_lm)
+        return {"mouth_target": mt, "mouth_result": None, "mouth_delta": None, "eye_delta": None}
     mt, mr = mouth_open(target_lm), mouth_open(result_lm)
     if result_frame_lm is not None:
         mr = min(mr, mouth_open(result_frame_lm))
@@ -100,28 +154,41 @@ def expression_values(target_lm: np.ndarray | None, result_lm: np.ndarray | None
             "eye_delta": abs(eye_open(result_lm) - eye_open(target_lm))}
 
 
-def window_correlation(target: np.ndarray, result: np.ndarray) -> float | None:
-    t, r = np.asarray(target, np.float64), np.asarray(result, np.float64)
-    if len(t) < MIN_WINDOW_FRAMES or t.std() < MIN_TARGET_STD:
+def window_correlation(target_open, target_prof, result_prof) -> float | None:
+    """Correlation of the mouth profiles' changes over one window (frames x rows, each frame's
+    profile minus the window's mean profile): 1 when the result's mouth changes exactly as the
+    target's, ~0 when it does not follow. None (no evidence) for a short window or one where the
+    target's mouth hardly moves (std of its landmark opening < MIN_TARGET_STD)."""
+    t_open = np.asarray(target_open, np.float64)
+    if len(t_open) < MIN_WINDOW_FRAMES or t_open.std() < MIN_TARGET_STD:
         return None
-    if r.std() < 1e-9:          # frozen: nothing follows the target
+    t = np.asarray(target_prof, np.float64)
+    r = np.asarray(result_prof, np.float64)
+    t, r = t - t.mean(axis=0), r - r.mean(axis=0)
+    et, er = float((t * t).sum()), float((r * r).sum())
+    if et < 1e-12:
+        return None
+    if er < 1e-12:          # frozen: nothing follows the target
         return 0.0
-    return float(np.corrcoef(t, r)[0, 1])
+    return float((t * r).sum() / np.sqrt(et * er))
 
 
 def add_window_correlation(records: list[dict], window: int) -> None:
-    """Fill ``expression_corr`` on every face record that has mouth values, per track, over the
-    ``window`` evaluated frames centred on it (in place)."""
+    """Fill ``expression_corr`` on every face record that has mouth profiles and the target's
+    opening, per track, over the ``window`` evaluated frames centred on it (in place). Records
+    without profiles (made before they existed) keep the value they have."""
     tracks: dict = defaultdict(list)
     for rec in records:
         for f in rec.get("faces", []):
-            if f.get("mouth_target") is not None and f.get("mouth_result") is not None:
+            if (f.get("mouth_target") is not None and f.get("mouth_profile_target") is not None
+                    and f.get("mouth_profile_result") is not None):
                 tracks[f.get("track_id")].append(f)
     half = max(1, int(window)) // 2
     for faces in tracks.values():
-        t = np.array([f["mouth_target"] for f in faces])
-        r = np.array([f["mouth_result"] for f in faces])
+        t_open = np.array([f["mouth_target"] for f in faces])
+        t_prof = np.array([f["mouth_profile_target"] for f in faces])
+        r_prof = np.array([f["mouth_profile_result"] for f in faces])
         for i, f in enumerate(faces):
             lo, hi = max(0, i - half), min(len(faces), i + half + 1)
-            c = window_correlation(t[lo:hi], r[lo:hi])
+            c = window_correlation(t_open[lo:hi], t_prof[lo:hi], r_prof[lo:hi])
             f["expression_corr"] = None if c is None else round(c, 4)
