@@ -26,6 +26,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from .occlusion import median0, percentile1
+
 LENS_RAYS = 32          # directions searched from each eye for a glasses frame around it
 RING_CONTRAST = 0.08    # chroma (Lab, /100) the frame must have above the lens centre
 MIN_RING_SHARE = 0.75   # rays that must meet the frame: a closed (or nearly closed) ring
@@ -123,8 +125,8 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
         return None
     win = chroma[y0:y1, x0:x1]
     yy, xx = np.ogrid[y0:y1, x0:x1]
-    c = float(np.median(win[np.hypot(xx - e[0], yy - e[1]) <= max(1.5, 0.12 * iod)]))
-    top = float(np.percentile(win, 95))
+    c = float(median0(win[np.hypot(xx - e[0], yy - e[1]) <= max(1.5, 0.12 * iod)]))
+    top = float(percentile1(win, 95))
     row.update(centre_chroma=round(c, 3), frame_chroma=round(top, 3))
     if top - c < RING_CONTRAST:
         return None
@@ -159,7 +161,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     # red-lit skin beside it (measured: that skin, kept as the target's, cost 7 % of the
     # cheeks' swapped pixels on the sample clip's frame 0), so runs are capped at the median.
     wd = np.where(hit & (width <= THIN_RING), width, np.nan)
-    med = float(np.nanmedian(wd))
+    med = float(median0(wd[~np.isnan(wd)]))     # np.nanmedian's value, without its masked arrays
     wd = np.minimum(np.where(np.isnan(wd), med, wd), med) * iod
     wd = _circular_median(wd, 1)
     inner = np.zeros((h, w), np.uint8)
@@ -167,7 +169,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     outer = np.zeros((h, w), np.uint8)
     cv2.fillPoly(outer, [np.rint(e + (r + wd)[:, None] * dirs).astype(np.int32)], 1)
     band = outer & hi & (1 - inner)
-    row["band_chroma"] = round(float(np.median(chroma[band.astype(bool)])), 3) if band.any() else 0.0
+    row["band_chroma"] = round(float(median0(chroma[band.astype(bool)])), 3) if band.any() else 0.0
     if skin_c is not None:
         # More chromatic than (nearly all) the skin: around an eye without glasses the "band"
         # is the brightest skin itself (measured on a tinted face: within 0.015 of the skin's
@@ -185,7 +187,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     band = cv2.morphologyEx(band, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8))
     hole = filled & (1 - band)
     row["lens_area"] = round(float(hole.sum()) / iod ** 2, 3)
-    row["lens_l"] = round(float(np.median(lab_[..., 0][hole.astype(bool)])), 1)
+    row["lens_l"] = round(float(median0(lab_[..., 0][hole.astype(bool)])), 1)
     return band, hole if row["lens_l"] >= OPAQUE_L else None
 
 
@@ -200,7 +202,7 @@ def _skin_chroma(skin: np.ndarray | None) -> float | None:
     """The skin samples' 90th percentile chroma (Lab, /100), rounded as reported; None: no samples."""
     if skin is None or not len(skin):
         return None
-    return round(float(np.percentile(np.hypot(skin[:, 1], skin[:, 2]), 90)) / 100, 3)
+    return round(float(percentile1(np.hypot(skin[:, 1], skin[:, 2]), 90)) / 100, 3)
 
 
 def see_through_lenses(d2: np.ndarray, lab_: np.ndarray, eyes: np.ndarray, skin: np.ndarray | None = None
