@@ -179,9 +179,9 @@ def _ring(view: SkinView, group: list[SkinView], shape, mats: dict, attr: str = 
         r = getattr(v, attr)
         r = r.astype(np.float32) if r is not None else np.zeros(v.d2.shape, np.float32)
         return temporal.warp_by(r, mats[id(v)], shape)
-    own = np.nan_to_num(warped(view))
+    own = np.nan_to_num(warped(view), copy=False)
     others = [warped(v) for v in group[1:]]
-    return temporal.median(own, others) > 0.5
+    return temporal.median(own, others, scratch=True) > 0.5     # the warped maps are ours
 
 
 def _up(hard: np.ndarray, shape) -> np.ndarray:

@@ -124,8 +124,12 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     if x1 - x0 < 4 or y1 - y0 < 4 or not (0 <= e[0] < lw and 0 <= e[1] < lh):
         return None
     win = chroma[y0:y1, x0:x1]
-    yy, xx = np.ogrid[y0:y1, x0:x1]
-    c = float(median0(win[np.hypot(xx - e[0], yy - e[1]) <= max(1.5, 0.12 * iod)]))
+    # the centre disc's pixels, tested only within the disc's box (the same pixels and test)
+    rad = max(1.5, 0.12 * iod)
+    dx0, dy0 = max(x0, int(np.floor(e[0] - rad)) - 1), max(y0, int(np.floor(e[1] - rad)) - 1)
+    dx1, dy1 = min(x1, int(np.ceil(e[0] + rad)) + 2), min(y1, int(np.ceil(e[1] + rad)) + 2)
+    yy, xx = np.ogrid[dy0:dy1, dx0:dx1]
+    c = float(median0(chroma[dy0:dy1, dx0:dx1][np.hypot(xx - e[0], yy - e[1]) <= rad]))
     top = float(percentile1(win, 95))
     row.update(centre_chroma=round(c, 3), frame_chroma=round(top, 3))
     if top - c < RING_CONTRAST:
@@ -220,7 +224,7 @@ def see_through_lenses(d2: np.ndarray, lab_: np.ndarray, eyes: np.ndarray, skin:
         d2 = np.where(lens, 0.0, d2)
     if ring.any():
         d2 = np.where(ring, np.maximum(d2, RING_D2), d2)
-    return d2.astype(np.float32), (lens if lens.any() else None), (ring if ring.any() else None), info
+    return d2.astype(np.float32, copy=False), (lens if lens.any() else None), (ring if ring.any() else None), info
 
 
 LENS_MARGIN = 0.012     # of the face size: lens pixels this close to the frame keep the occluder's fade
@@ -295,11 +299,22 @@ def tint_lenses(pixels: np.ndarray, mask: np.ndarray, lens: np.ndarray, target_l
     tf_mu, tf_sd = _mean_sd(target_lab, face_m)
     tl_mu, tl_sd = _mean_sd(target_lab, lens)
     # lens stats of the target, then the inverse of paste-back's face match (patch face -> target face)
-    want = (plab - pl_mu) * (tl_sd / pl_sd) + tl_mu
-    pre = (want - tf_mu) * (pf_sd / tf_sd) + pf_mu
-    rgb = cv2.cvtColor(pre.astype(np.float32), cv2.COLOR_Lab2RGB) * 255.0
+    # want = (plab - pl_mu) * (tl_sd / pl_sd) + tl_mu, then pre = (want - tf_mu) * (pf_sd / tf_sd)
+    # + pf_mu, in place in plab (float32 throughout: the same values, no box-sized temporaries)
+    pre = plab.astype(np.float32, copy=False)
+    pre -= pl_mu
+    pre *= tl_sd / pl_sd
+    pre += tl_mu
+    pre -= tf_mu
+    pre *= pf_sd / tf_sd
+    pre += pf_mu
+    rgb = cv2.cvtColor(pre, cv2.COLOR_Lab2RGB)
+    rgb *= 255.0
     wgt = cv2.GaussianBlur(lens_p, (0, 0), 1.0)[y0:y1, x0:x1, None]
-    box[:] = np.clip(box * (1.0 - wgt) + rgb * wgt, 0, 255)
+    out = box * (1.0 - wgt)
+    rgb *= wgt
+    out += rgb
+    box[:] = np.clip(out, 0, 255, out=out)
     return pixels
 
 
