@@ -167,8 +167,9 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
     centres = np.percentile(x, np.linspace(25, 75, k), axis=0) if k > 1 else median0(x)[None]
     w = np.array([0.5, 1.0, 1.0])             # lightness counts less when splitting
     lab_ = None
+    cols = [np.ascontiguousarray(x[:, i]) for i in range(3)]     # each k-means round reads the columns
     for _ in range(6):
-        new = _nearest(x, centres, w)
+        new = _nearest(cols, centres, w)
         if lab_ is not None and np.array_equal(new, lab_):
             break                                # converged: later rounds would repeat this one
         lab_ = new
@@ -368,17 +369,19 @@ def _whitener(inv_cov: np.ndarray) -> np.ndarray:
         return (v * np.sqrt(np.clip(w, 0, None))).T
 
 
-def _nearest(x: np.ndarray, centres: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Index of the nearest centre (weighted squared distance, first on ties) for (N, 3) ``x``:
-    the same sums as ``argmin((((x[:, None] - centres) * w) ** 2).sum(-1), 1)``, column by
-    column, without the (N, K, 3) temporaries (the k-means was the colour fit's largest cost)."""
+def _nearest(x: list[np.ndarray], centres: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Index of the nearest centre (weighted squared distance, first on ties) for samples given
+    as their three columns ``x`` (contiguous copies of an (N, 3) array's columns: the same values,
+    no strided reads in every k-means round): the same sums as
+    ``argmin((((x[:, None] - centres) * w) ** 2).sum(-1), 1)``, column by column, without the
+    (N, K, 3) temporaries (the k-means was the colour fit's largest cost)."""
     best = dist = None
     for j, c in enumerate(centres):
-        d = ((x[:, 0] - c[0]) * w[0]) ** 2
-        d += ((x[:, 1] - c[1]) * w[1]) ** 2
-        d += ((x[:, 2] - c[2]) * w[2]) ** 2
+        d = ((x[0] - c[0]) * w[0]) ** 2
+        d += ((x[1] - c[1]) * w[1]) ** 2
+        d += ((x[2] - c[2]) * w[2]) ** 2
         if best is None:
-            best, dist = np.zeros(len(x), np.int64), d
+            best, dist = np.zeros(len(d), np.int64), d
         else:
             closer = d < dist
             best[closer] = j
