@@ -105,7 +105,7 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
             hs = [g.hue_samples for g in group if g.hue_samples is not None]
             h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
-            v.hue_floor = float(np.percentile(h, 5)) if len(h) >= 30 else None
+            v.hue_floor = float(occ.percentile1(h, 5)) if len(h) >= 30 else None
             if v.hue_floor is not None:
                 np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
@@ -179,9 +179,9 @@ def _ring(view: SkinView, group: list[SkinView], shape, mats: dict, attr: str = 
         r = getattr(v, attr)
         r = r.astype(np.float32) if r is not None else np.zeros(v.d2.shape, np.float32)
         return temporal.warp_by(r, mats[id(v)], shape)
-    own = np.nan_to_num(warped(view))
+    own = np.nan_to_num(warped(view), copy=False)
     others = [warped(v) for v in group[1:]]
-    return temporal.median(own, others) > 0.5
+    return temporal.median(own, others, scratch=True) > 0.5     # the warped maps are ours
 
 
 def _up(hard: np.ndarray, shape) -> np.ndarray:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from .occlusion import median0, percentile1
+
 LENS_RAYS = 32          # directions searched from each eye for a glasses frame around it
 RING_CONTRAST = 0.08    # chroma (Lab, /100) the frame must have above the lens centre
 MIN_RING_SHARE = 0.75   # rays that must meet the frame: a closed (or nearly closed) ring
@@ -122,9 +124,13 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     if x1 - x0 < 4 or y1 - y0 < 4 or not (0 <= e[0] < lw and 0 <= e[1] < lh):
         return None
     win = chroma[y0:y1, x0:x1]
-    yy, xx = np.ogrid[y0:y1, x0:x1]
-    c = float(np.median(win[np.hypot(xx - e[0], yy - e[1]) <= max(1.5, 0.12 * iod)]))
-    top = float(np.percentile(win, 95))
+    # the centre disc's pixels, tested only within the disc's box (the same pixels and test)
+    rad = max(1.5, 0.12 * iod)
+    dx0, dy0 = max(x0, int(np.floor(e[0] - rad)) - 1), max(y0, int(np.floor(e[1] - rad)) - 1)
+    dx1, dy1 = min(x1, int(np.ceil(e[0] + rad)) + 2), min(y1, int(np.ceil(e[1] + rad)) + 2)
+    yy, xx = np.ogrid[dy0:dy1, dx0:dx1]
+    c = float(median0(chroma[dy0:dy1, dx0:dx1][np.hypot(xx - e[0], yy - e[1]) <= rad]))
+    top = float(percentile1(win, 95))
     row.update(centre_chroma=round(c, 3), frame_chroma=round(top, 3))
     if top - c < RING_CONTRAST:
         return None
@@ -159,7 +165,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     # red-lit skin beside it (measured: that skin, kept as the target's, cost 7 % of the
     # cheeks' swapped pixels on the sample clip's frame 0), so runs are capped at the median.
     wd = np.where(hit & (width <= THIN_RING), width, np.nan)
-    med = float(np.nanmedian(wd))
+    med = float(median0(wd[~np.isnan(wd)]))     # np.nanmedian's value, without its masked arrays
     wd = np.minimum(np.where(np.isnan(wd), med, wd), med) * iod
     wd = _circular_median(wd, 1)
     inner = np.zeros((h, w), np.uint8)
@@ -167,7 +173,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     outer = np.zeros((h, w), np.uint8)
     cv2.fillPoly(outer, [np.rint(e + (r + wd)[:, None] * dirs).astype(np.int32)], 1)
     band = outer & hi & (1 - inner)
-    row["band_chroma"] = round(float(np.median(chroma[band.astype(bool)])), 3) if band.any() else 0.0
+    row["band_chroma"] = round(float(median0(chroma[band.astype(bool)])), 3) if band.any() else 0.0
     if skin_c is not None:
         # More chromatic than (nearly all) the skin: around an eye without glasses the "band"
         # is the brightest skin itself (measured on a tinted face: within 0.015 of the skin's
@@ -185,7 +191,7 @@ def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: f
     band = cv2.morphologyEx(band, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8))
     hole = filled & (1 - band)
     row["lens_area"] = round(float(hole.sum()) / iod ** 2, 3)
-    row["lens_l"] = round(float(np.median(lab_[..., 0][hole.astype(bool)])), 1)
+    row["lens_l"] = round(float(median0(lab_[..., 0][hole.astype(bool)])), 1)
     return band, hole if row["lens_l"] >= OPAQUE_L else None
 
 
@@ -200,7 +206,7 @@ def _skin_chroma(skin: np.ndarray | None) -> float | None:
     """The skin samples' 90th percentile chroma (Lab, /100), rounded as reported; None: no samples."""
     if skin is None or not len(skin):
         return None
-    return round(float(np.percentile(np.hypot(skin[:, 1], skin[:, 2]), 90)) / 100, 3)
+    return round(float(percentile1(np.hypot(skin[:, 1], skin[:, 2]), 90)) / 100, 3)
 
 
 def see_through_lenses(d2: np.ndarray, lab_: np.ndarray, eyes: np.ndarray, skin: np.ndarray | None = None
@@ -218,7 +224,7 @@ def see_through_lenses(d2: np.ndarray, lab_: np.ndarray, eyes: np.ndarray, skin:
         d2 = np.where(lens, 0.0, d2)
     if ring.any():
         d2 = np.where(ring, np.maximum(d2, RING_D2), d2)
-    return d2.astype(np.float32), (lens if lens.any() else None), (ring if ring.any() else None), info
+    return d2.astype(np.float32, copy=False), (lens if lens.any() else None), (ring if ring.any() else None), info
 
 
 LENS_MARGIN = 0.012     # of the face size: lens pixels this close to the frame keep the occluder's fade
@@ -293,11 +299,22 @@ def tint_lenses(pixels: np.ndarray, mask: np.ndarray, lens: np.ndarray, target_l
     tf_mu, tf_sd = _mean_sd(target_lab, face_m)
     tl_mu, tl_sd = _mean_sd(target_lab, lens)
     # lens stats of the target, then the inverse of paste-back's face match (patch face -> target face)
-    want = (plab - pl_mu) * (tl_sd / pl_sd) + tl_mu
-    pre = (want - tf_mu) * (pf_sd / tf_sd) + pf_mu
-    rgb = cv2.cvtColor(pre.astype(np.float32), cv2.COLOR_Lab2RGB) * 255.0
+    # want = (plab - pl_mu) * (tl_sd / pl_sd) + tl_mu, then pre = (want - tf_mu) * (pf_sd / tf_sd)
+    # + pf_mu, in place in plab (float32 throughout: the same values, no box-sized temporaries)
+    pre = plab.astype(np.float32, copy=False)
+    pre -= pl_mu
+    pre *= tl_sd / pl_sd
+    pre += tl_mu
+    pre -= tf_mu
+    pre *= pf_sd / tf_sd
+    pre += pf_mu
+    rgb = cv2.cvtColor(pre, cv2.COLOR_Lab2RGB)
+    rgb *= 255.0
     wgt = cv2.GaussianBlur(lens_p, (0, 0), 1.0)[y0:y1, x0:x1, None]
-    box[:] = np.clip(box * (1.0 - wgt) + rgb * wgt, 0, 255)
+    out = box * (1.0 - wgt)
+    rgb *= wgt
+    out += rgb
+    box[:] = np.clip(out, 0, 255, out=out)
     return pixels
 
 

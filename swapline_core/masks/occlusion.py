@@ -164,22 +164,24 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
     if len(x) < 30:
         return None
     k = components if len(x) >= 60 * components else 1
-    centres = np.percentile(x, np.linspace(25, 75, k), axis=0) if k > 1 else np.median(x, axis=0)[None]
+    centres = np.percentile(x, np.linspace(25, 75, k), axis=0) if k > 1 else median0(x)[None]
     w = np.array([0.5, 1.0, 1.0])             # lightness counts less when splitting
     lab_ = None
+    cols = [np.ascontiguousarray(x[:, i]) for i in range(3)]     # each k-means round reads the columns
     for _ in range(6):
-        new = _nearest(x, centres, w)
+        new = _nearest(cols, centres, w)
         if lab_ is not None and np.array_equal(new, lab_):
             break                                # converged: later rounds would repeat this one
         lab_ = new
-        centres = np.array([x[lab_ == j].mean(0) if (lab_ == j).any() else centres[j] for j in range(k)])
+        sels = [lab_ == j for j in range(k)]
+        centres = np.array([x[sel].mean(0) if sel.any() else centres[j] for j, sel in enumerate(sels)])
     means, invs = [], []
     for j in range(k):
         part = x[lab_ == j]
         if len(part) < max(20, 0.1 * len(x)):    # a minor cluster is an outlier, not a skin tone
             continue
-        mean = np.median(part, axis=0)
-        sd = 1.4826 * np.median(np.abs(part - mean), axis=0) + 1e-3
+        mean = median0(part)
+        sd = 1.4826 * median0(np.abs(part - mean)) + 1e-3
         cov = np.diag(sd ** 2)
         kept = None
         for _ in range(3):
@@ -190,7 +192,7 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
             inl = part[sel]
             if len(inl) < 20:
                 break
-            mean, cov = inl.mean(axis=0), np.cov(inl.T)
+            mean, cov = inl.mean(axis=0), _cov(inl)
         # Floors: a flat-lit face has tiny spread, compression noise must not turn into edges;
         # 4x the lightness variance: shading within a tone is not an occluder.
         cov = cov + np.diag([4.0, 4.0, 4.0])
@@ -297,6 +299,64 @@ def _dilate_near(m: np.ndarray, kernel: np.ndarray, reach: int) -> np.ndarray:
     return out
 
 
+def median0(a: np.ndarray):
+    """``np.median(a, axis=0)`` for a non-empty 1-D or 2-D float array, the same values bit for
+    bit (the same partition, the middle two summed and halved as ``np.mean`` does) without its
+    generic wrapper: fit_skin and the glasses test take a few thousand medians of small arrays,
+    where that wrapper cost more than the partition itself."""
+    n = a.shape[0]
+    if n == 0:
+        return np.median(a, axis=0)
+    h = n // 2
+    p = np.partition(a, [h - 1, h, -1] if n % 2 == 0 and n > 1 else [h, -1], axis=0)
+    m = p[h] if n % 2 else (p[h - 1] + p[h]) / 2
+    nan = np.isnan(p[-1])
+    if np.any(nan):             # as np.median: NaN where the data holds one
+        m = np.where(nan, np.nan, m).astype(a.dtype)[()] if np.ndim(m) else a.dtype.type(np.nan)
+    return m
+
+
+def percentile1(a: np.ndarray, q: int | float):
+    """``np.percentile(a, q)`` (linear method, a Python number ``q``) of a non-empty array,
+    flattened, the same value bit for bit: numpy's virtual index, partition and weakly typed
+    lerp, step by step, without the generic wrapper (the glasses test and the colour fits take
+    about 5 percentiles per face and frame, each mostly wrapper)."""
+    a = np.asarray(a).ravel()
+    n = a.shape[0]
+    if n == 0 or a.dtype.kind != "f" or type(q) not in (int, float):
+        return np.percentile(a, q)
+    qq = np.true_divide(q, 100)
+    vi = (n - 1) * qq                               # numpy's virtual index for the linear method
+    lo = np.floor(vi)
+    if vi >= n - 1:
+        i0 = i1 = n - 1
+        lo = np.float64(-1.0)
+    elif vi < 0:
+        i0 = i1 = 0
+        lo = np.float64(0.0)
+    else:
+        i0 = int(lo)
+        i1 = i0 + 1
+    p = np.partition(a, sorted({0, n - 1, i0, i1}))
+    if np.isnan(p[-1]):
+        return p[-1]
+    t = float(vi - lo)
+    x0, x1 = p[i0], p[i1]
+    d = x1 - x0
+    return x1 - d * (1 - t) if t >= 0.5 else x0 + d * t
+
+
+def _cov(x: np.ndarray) -> np.ndarray:
+    """``np.cov(x.T)`` for (N, 3) float64 samples, the same steps (a row-major copy of the
+    transpose, its row means, the product with a conjugated copy, which keeps numpy on the same
+    BLAS call) without np.cov's argument handling."""
+    xt = np.array(x.T, dtype=np.float64)
+    xt -= xt.mean(axis=1)[:, None]
+    c = np.dot(xt, xt.T.conj())
+    c *= np.true_divide(1, xt.shape[1] - 1)
+    return c
+
+
 def _whitener(inv_cov: np.ndarray) -> np.ndarray:
     """L^T with inv_cov = L L^T (inv_cov is symmetric positive definite: an inverted covariance
     plus a diagonal floor); an eigen-decomposition where float rounding broke definiteness."""
@@ -309,17 +369,19 @@ def _whitener(inv_cov: np.ndarray) -> np.ndarray:
         return (v * np.sqrt(np.clip(w, 0, None))).T
 
 
-def _nearest(x: np.ndarray, centres: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Index of the nearest centre (weighted squared distance, first on ties) for (N, 3) ``x``:
-    the same sums as ``argmin((((x[:, None] - centres) * w) ** 2).sum(-1), 1)``, column by
-    column, without the (N, K, 3) temporaries (the k-means was the colour fit's largest cost)."""
+def _nearest(x: list[np.ndarray], centres: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Index of the nearest centre (weighted squared distance, first on ties) for samples given
+    as their three columns ``x`` (contiguous copies of an (N, 3) array's columns: the same values,
+    no strided reads in every k-means round): the same sums as
+    ``argmin((((x[:, None] - centres) * w) ** 2).sum(-1), 1)``, column by column, without the
+    (N, K, 3) temporaries (the k-means was the colour fit's largest cost)."""
     best = dist = None
     for j, c in enumerate(centres):
-        d = ((x[:, 0] - c[0]) * w[0]) ** 2
-        d += ((x[:, 1] - c[1]) * w[1]) ** 2
-        d += ((x[:, 2] - c[2]) * w[2]) ** 2
+        d = ((x[0] - c[0]) * w[0]) ** 2
+        d += ((x[1] - c[1]) * w[1]) ** 2
+        d += ((x[2] - c[2]) * w[2]) ** 2
         if best is None:
-            best, dist = np.zeros(len(x), np.int64), d
+            best, dist = np.zeros(len(d), np.int64), d
         else:
             closer = d < dist
             best[closer] = j

@@ -62,7 +62,7 @@ def test_nearest_centre_equals_the_broadcast_argmin():
     centres = np.array([[50.0, 50, 50], [52.0, 48, 50], [40.0, 60, 55]])
     w = np.array([0.5, 1.0, 1.0])
     want = np.argmin((((x[:, None, :] - centres[None]) * w) ** 2).sum(-1), axis=1)
-    assert np.array_equal(occlusion._nearest(x, centres, w), want)
+    assert np.array_equal(occlusion._nearest([np.ascontiguousarray(x[:, i]) for i in range(3)], centres, w), want)
 
 
 def test_dilation_near_the_mask_equals_the_full_dilation():
