@@ -162,7 +162,8 @@ class ClassicalSwapper(FaceSwapper):
         if not inner.any():
             inner = hard
         if self.color_transfer:
-            warped = reinhard_lab(warped, patch_f, inner)
+            warped = reinhard_lab(warped, patch_f, inner, (skin_sample(inner, dst_pts[:68] - origin, size),
+                                                           skin_sample(inner, dst68 - origin, size)))
         if self.relight > 0:
             warped = relight(warped, patch_f, hard, self.relight * size)
         if self.blend == "seamless":
@@ -203,17 +204,50 @@ def yaw(pts68: np.ndarray) -> float:
     return (nose - (left + right) / 2) / max(right - left, 1e-6)
 
 
-def reinhard_lab(src: np.ndarray, ref: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Match mean/std of ``src`` to ``ref`` per Lab channel over ``mask``; float RGB 0..255."""
+def skin_sample(region: np.ndarray, pts68: np.ndarray, size: float) -> np.ndarray:
+    """The pixels of ``region`` that are cheek, nose and forehead skin by the landmarks: the eyes,
+    brows and lips (grown by a few % of the face size) taken out, for the colour transfer's means
+    (a whole-hull mean counts lipstick, eye make-up and glasses frames as skin colour)."""
+    out = region.astype(np.uint8).copy()
+    grow = max(1, int(round(0.05 * size)))
+    for idx in (range(36, 42), range(42, 48), range(48, 60)):
+        cv2.fillPoly(out, [np.rint(pts68[list(idx)]).astype(np.int32)], 0)
+    for idx in (range(17, 22), range(22, 27)):
+        cv2.polylines(out, [np.rint(pts68[list(idx)]).astype(np.int32)], False, 0, thickness=2 * grow)
+    holes = cv2.dilate((region > 0).astype(np.uint8) - out, np.ones((2 * grow + 1,) * 2, np.uint8))
+    out[holes > 0] = 0
+    return out if out.sum() >= 16 else region
+
+
+def _robust_mean(lab: np.ndarray) -> np.ndarray:
+    """Mean per Lab channel of the pixels within 2.5 robust sigmas of the median in every channel:
+    highlights, shadows under the frames, hair and stray make-up do not count as skin."""
+    med = np.median(lab, axis=0)
+    mad = np.median(np.abs(lab - med), axis=0) * 1.4826
+    keep = (np.abs(lab - med) <= 2.5 * np.maximum(mad, 1.0)).all(axis=1)
+    return (lab[keep] if keep.sum() >= 16 else lab).mean(axis=0)
+
+
+def reinhard_lab(src: np.ndarray, ref: np.ndarray, mask: np.ndarray,
+                 skin: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Match ``src`` to ``ref`` per Lab channel; float RGB 0..255. The spread (std) ratio is taken
+    over ``mask`` (the whole face: features and all, so the eyes and brows keep their contrast);
+    the means over ``skin`` = (source skin, target skin) masks where given (``skin_sample``), else
+    over ``mask``."""
     sel = mask > 0
     if sel.sum() < 16:
         return src
     src_lab = cv2.cvtColor(np.clip(src / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
     ref_lab = cv2.cvtColor(np.clip(ref / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
     s, r = src_lab[sel], ref_lab[sel]
-    # Capped gain: a grey source has ~0 chroma spread, which must not blow up into noise.
-    gain = np.clip(r.std(axis=0) / np.maximum(s.std(axis=0), 1e-3), 0.25, 4.0)
-    out = (src_lab - s.mean(axis=0)) * gain + r.mean(axis=0)
+    s_mean, r_mean = s.mean(axis=0), r.mean(axis=0)
+    if skin is not None and (skin[0] > 0).sum() >= 16 and (skin[1] > 0).sum() >= 16:
+        s_mean, r_mean = _robust_mean(src_lab[skin[0] > 0]), _robust_mean(ref_lab[skin[1] > 0])
+    # Capped gain: a grey source has ~0 chroma spread, which must not blow up into noise; and a
+    # colour source's chroma is never spread wider than it is (the red-lit kling target's face
+    # spreads a* widely: a gain up to 4 turned a colour source's stubble and cheeks orange-red).
+    gain = np.clip(r.std(axis=0) / np.maximum(s.std(axis=0), 1e-3), 0.25, (4.0, 1.0, 1.0))
+    out = (src_lab - s_mean) * gain + r_mean
     out[..., 0] = np.clip(out[..., 0], 0, 100)
     return np.clip(cv2.cvtColor(out.astype(np.float32), cv2.COLOR_Lab2RGB) * 255.0, 0, 255)
 
