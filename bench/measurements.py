@@ -24,9 +24,9 @@ def stamp() -> dict:
 
 def _command() -> str:
     prog = sys.argv[0] if sys.argv else ""
-    for module in ("tiled_vae", "farm"):
+    for module in ("tiled_vae", "farm", "quality/sources"):
         if prog.endswith(f"{module}.py"):
-            return f"python -m bench.{module}"
+            return f"python -m bench.{module.replace('/', '.')}"
     return "scripts/bench.sh"
 
 
@@ -122,3 +122,23 @@ def write_farm(farm: dict, machine: dict) -> str:
     DOCS.mkdir(parents=True, exist_ok=True)
     (DOCS / "farm.md").write_text(farm_doc(farm, machine, stamp()))
     return "docs/measurements/farm.md"
+
+
+def write_sources(rows: dict, clip: str, machine: dict) -> str:
+    """bench.quality.sources run alone: the speech case with several source faces."""
+    lines = _header("Identity with other source faces: measurements",
+                    f"The quality bench's speech case (`{clip}`) swapped with each source image; the same "
+                    "pipeline and independent scorer as `quality.md` (`bench/quality/sources.py`). The bench's "
+                    "default source is `source_face.png` (greyscale, 112 px); `moved_to_source` depends on how far "
+                    "the source is from the target to begin with (d(target, source)) and on the target's kept "
+                    "glasses frames. Strips: `out/bench/sources/<clip>_<source>.png`.", stamp(), machine)
+    lines += ["| source | moved_to_source | toward_source | d(res,src) | d(res,tgt) | d(tgt,src) | face_delta_e "
+              "| mouth_open_corr |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, r in rows.items():
+        d = r.get("identity_distances") or [None] * 3
+        cells = [r.get("moved_to_source"), r.get("toward_source"), *d, r.get("face_delta_e"),
+                 r.get("mouth_open_corr")]
+        lines.append(f"| {name} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in cells) + " |")
+    DOCS.mkdir(parents=True, exist_ok=True)
+    (DOCS / "quality_sources.md").write_text("\n".join(lines + [""]))
+    return "docs/measurements/quality_sources.md"

@@ -6,7 +6,7 @@ identity distances d(result, source), d(result, target), d(target, source), face
 mouth_open_corr. Writes ``out/bench/sources/<clip>.json`` and one before/after strip per source
 (the source, then five frontal frames of the target over the result).
 
-    python -m bench.quality.sources [--media DIR] [--clip NAME] SOURCE.png [SOURCE.png ...]
+    python -m bench.quality.sources [--media DIR] [--clip NAME] [--doc] SOURCE.png [SOURCE.png ...]
 """
 from __future__ import annotations
 
@@ -73,9 +73,15 @@ def main(argv=None) -> int:
     ap.add_argument("--media", type=Path, default=QUALITY_MEDIA)
     ap.add_argument("--clip", default=qcases.KLING)
     ap.add_argument("--out", type=Path, default=OUT / "sources")
+    ap.add_argument("--doc", action="store_true", help="write docs/measurements/quality_sources.md")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    compare(args.sources, args.media, args.clip, args.out)
+    rows = compare(args.sources, args.media, args.clip, args.out)
+    if args.doc:
+        from ..machine import machine_info
+        from ..measurements import write_sources
+
+        print(write_sources(rows, args.clip, machine_info()))
     return 0
 
 
