@@ -31,7 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DIST = "comfyui-workflow-templates-media-video"
 VERSION = "0.3.101"
-MEMBERS = ("templates/api_kling_avatar2-1.webp", "templates/video_wan2_1_infinitetalk-1.webp")
+# The quality bench's identity case (bench/quality, identity_no_glasses) uses the ltx2 clip: a
+# talking face without glasses, so dlib's embedding reads the swapped face, not kept frames.
+MEMBERS = ("templates/api_kling_avatar2-1.webp", "templates/video_wan2_1_infinitetalk-1.webp",
+           "templates/video_ltx2_3_i2v-1.webp")
 # Only --make-assets needs it (the colour source face): plain setup fetches just MEMBERS.
 ASSET_MEMBERS = ("templates/api_kling_dual_characters_effects-1.webp",)
 DEFAULT_DEST = ROOT / "tests" / ".cache" / "media"

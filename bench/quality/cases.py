@@ -15,6 +15,9 @@ from . import score
 
 KLING = "api_kling_avatar2-1.webp"            # one talking face, sunglasses
 TALK = "video_wan2_1_infinitetalk-1.webp"     # two faces, three-quarter views, glasses
+# One talking face without glasses (face ~75-90 px): kling's red glasses are kept by the mask
+# stack and then decide dlib's embedding, so identity is read a second time on this clip.
+NO_GLASSES = "video_ltx2_3_i2v-1.webp"
 
 
 @dataclass
@@ -31,7 +34,11 @@ class Case:
 def load_clip(media_dir, name: str, limit: int | None = None) -> list[np.ndarray]:
     from swapline_core.video.read import iter_frames
 
-    out = [f for _, f in iter_frames(str(media_dir / name))]
+    path = media_dir / name
+    if not path.is_file():
+        raise FileNotFoundError(f"quality bench clip {path} is missing: run scripts/fetch_sample_media.py "
+                                f"(it extracts the clips into {media_dir})")
+    out = [f for _, f in iter_frames(str(path))]
     return out[:limit] if limit else out
 
 
@@ -157,4 +164,7 @@ def build(media_dir, frames_limit: int | None = None) -> list[Case]:
               occluded(base, l68, boxes, "occluder_skin_hand", draw_hand)]
     cases.append(small_faces(base, l68))
     cases.append(hard_cut(base, load_clip(media_dir, TALK, frames_limit)))
+    plain = load_clip(media_dir, NO_GLASSES, frames_limit)
+    l68p, boxesp = truth(plain)
+    cases.append(Case("identity_no_glasses", plain, boxesp, l68p, notes="talking face without glasses"))
     return cases

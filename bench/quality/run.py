@@ -2,7 +2,8 @@
 
 Targets (issue 13): occluder_pixels_changed <= 0.02, mouth_open_corr >= 0.8,
 catastrophic_pastes == 0, small_face_coverage >= 0.9, moved_to_source >= 0.9,
-face_delta_e <= 6, every cut resets the tracks, mask_overhead <= 0.25.
+face_delta_e <= 6, every cut resets the tracks, mask_overhead <= 0.25 (the identity targets on the
+speech case; identity_no_glasses is a second reading without a target).
 """
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ TARGETS = {"occluder_pixels_changed": ("<=", 0.02), "mouth_open_corr": (">=", 0.
            "catastrophic_pastes": ("<=", 0), "small_face_coverage": (">=", 0.9),
            "moved_to_source": (">=", 0.9), "face_delta_e": ("<=", 6.0),
            "cut_track_resets": (">=", 1.0), "mask_overhead": ("<=", 0.25)}
+# Cases run and scored but left out of the timing readings (mask_overhead, mask_stage_share,
+# swap_stage_seconds), so those stay comparable with runs made before the case was added.
+UNTIMED = ("identity_no_glasses",)
+EXPRESSION = ("speech", "identity_no_glasses")
 SWAPPED_SHARE = 0.2     # a small face counts as swapped when >= 20 % of its lower face changed
 
 
@@ -190,7 +195,8 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
     for c in qcases.build(media_dir, frames_limit):
         log(f"quality: {c.name} ({len(c.frames)} frames)")
         res = run_pipeline(c, case0.analyzer, case0.swapper, case0.source, work)
-        swaps.append(res["swap"])
+        if c.name not in UNTIMED:
+            swaps.append(res["swap"])
         off = off_face(c, res)
         cat = catastrophic(c, off)
         row = {"frames": len(c.frames), "catastrophic_pastes": len(cat), "catastrophic_frames": cat,
@@ -199,7 +205,7 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
         cat_total += row["catastrophic_pastes"]
         if c.occluder:
             row["occluder_pixels_changed"] = occluder_changed(c, res)
-        if c.name == "speech":
+        if c.name in EXPRESSION:
             row.update(expression(c, res, source_emb))
         if c.name == "small_faces":
             row["small_face_coverage"] = small_coverage(c, res)
@@ -216,6 +222,9 @@ def evaluate(media_dir: Path, work: Path, log=print, frames_limit: int | None = 
         "small_face_coverage": per_case["small_faces"]["small_face_coverage"],
         "moved_to_source": sp["moved_to_source"], "toward_source": sp["toward_source"],
         "face_delta_e": sp["face_delta_e"],
+        # identity read again on a face without glasses (no target: the issue's target is speech's)
+        "moved_to_source_no_glasses": per_case["identity_no_glasses"]["moved_to_source"],
+        "toward_source_no_glasses": per_case["identity_no_glasses"]["toward_source"],
         "cut_track_resets": per_case["hard_cut"]["reset_share"], "mask_overhead": mask_overhead(swaps),
         "mask_stage_share": mask_stage_share(swaps),
     }
