@@ -3,7 +3,8 @@
 For each target face the source face is warped triangle by triangle onto the target's 68
 landmarks (plus a band of forehead), colour-matched to the target skin and blended inside the
 target's face hull. The face outline, hair and pose stay the target's; eyes, brows, nose, mouth
-and their proportions come from the source, which is what identity models mostly look at.
+and their proportions come from the source, which is what identity models mostly look at. Hair
+over the source's forehead (curls, a fringe) is not pasted: the target's forehead stays there.
 
 Expression is the target's: each eye keeps its lid shape (openness) and the mouth its lip gap
 and shape, moved to the source's eye corners and mouth width; lip thickness comes from the
