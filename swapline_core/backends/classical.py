@@ -3,7 +3,8 @@
 For each target face the source face is warped triangle by triangle onto the target's 68
 landmarks (plus a band of forehead), colour-matched to the target skin and blended inside the
 target's face hull. The face outline, hair and pose stay the target's; eyes, brows, nose, mouth
-and their proportions come from the source, which is what identity models mostly look at.
+and their proportions come from the source, which is what identity models mostly look at. Hair
+over the source's forehead (curls, a fringe) is not pasted: the target's forehead stays there.
 
 Expression is the target's: each eye keeps its lid shape (openness) and the mouth its lip gap
 and shape, moved to the source's eye corners and mouth width; lip thickness comes from the
@@ -29,7 +30,7 @@ import numpy as np
 from ..faces.shape import MEAN68, MIRROR68
 from ..interfaces import FaceSwapper
 from ..types import Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
-from .classical_blend import forehead_edge, forehead_skin, relight, seamless
+from .classical_blend import forehead_edge, forehead_skin, relight, seamless, source_occlusion
 
 BLEND_MODES = ("seamless", "feather")
 MIRROR_MODES = ("auto", "never", "always")
@@ -63,7 +64,7 @@ class ClassicalSwapper(FaceSwapper):
     def __init__(self, blend: str = "seamless", color_transfer: bool = True,
                  mask_erosion: float = 0.0, mask_feather: float = 0.04, margin: float = 0.12,
                  forehead: float = 0.3, shape_transfer: float = 1.0, relight: float = 0.25,
-                 mirror: str = "auto", expression: bool = True):
+                 mirror: str = "auto", expression: bool = True, occlusion: bool = True):
         """Sizes are fractions of the face size (the larger side of the target landmarks' box),
         so results do not depend on resolution.
 
@@ -77,6 +78,8 @@ class ClassicalSwapper(FaceSwapper):
         expression: eye and mouth opening and the mouth's shape follow the target (only the
             features' placement and size come from the source), and the mouth interior is the
             target's own; False copies the source's expression (closed mouth on a talking face).
+        occlusion: what covers the source's forehead (hair, a fringe, a brim) is not pasted; the
+            target's forehead stays there.
         """
         if blend not in BLEND_MODES:
             raise ValueError(f"blend must be one of {BLEND_MODES}, got {blend!r}")
@@ -89,6 +92,7 @@ class ClassicalSwapper(FaceSwapper):
         self.shape_transfer = float(np.clip(shape_transfer, 0.0, 1.0))
         self.relight = float(relight)
         self.expression = bool(expression)
+        self.occlusion = bool(occlusion)
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
@@ -97,12 +101,16 @@ class ClassicalSwapper(FaceSwapper):
                              "landmarks (SourceIdentity.image / .face.landmarks)")
         src_img = as_rgb_uint8(source.image)
         src68 = _check_landmarks(source.face.landmarks, "source")
-        # Both orientations are prepared once per call; each face picks one.
+        keep = self._source_keep(src_img, src68)
+        # Both orientations are prepared once per call; each face picks one. The source's
+        # keep mask (hair over its forehead) rides along as a 4th channel: warped by the very
+        # same triangles as the image, in the same remap.
         variants = {}
         for flip in (False, True):
             p68 = _mirror68(src68, src_img.shape[1]) if flip else src68
             pts = _with_forehead(p68, self.forehead)
-            img = np.ascontiguousarray(src_img[:, ::-1]) if flip else src_img
+            img = src_img if keep is None else np.dstack([src_img, keep])
+            img = np.ascontiguousarray(img[:, ::-1]) if flip else img
             variants[flip] = (img, pts, mesh(self.forehead), yaw(p68))
         out = []
         for image, image_faces in zip(images, faces):
@@ -117,6 +125,18 @@ class ClassicalSwapper(FaceSwapper):
                 row.append(self._swap_one(frame, dst68, *variants[flip][:3], mirrored=flip))
             out.append(row)
         return out
+
+    def _source_keep(self, src_img: np.ndarray, src68: np.ndarray) -> np.ndarray | None:
+        """uint8 0..255 map of the source that may be pasted (hair over its forehead is not:
+        ``classical_blend.source_occlusion``), or None where nothing is covered."""
+        if self.forehead <= 0 or not self.occlusion:
+            return None
+        size = float(np.ptp(src68, axis=0).max())
+        hull = np.zeros(src_img.shape[:2], np.uint8)
+        cv2.fillConvexPoly(hull, np.rint(cv2.convexHull(src68)).astype(np.int32).reshape(-1, 2), 1)
+        keep, share = source_occlusion(src_img, src68, _with_forehead(src68, self.forehead),
+                                       skin_sample(hull, src68, size), size)
+        return None if share <= 0 else np.rint(keep * 255).astype(np.uint8)
 
     def _swap_one(self, frame, dst68, src_img, src_pts, tris, mirrored: bool) -> SwapPatch:
         dst_pts = _with_forehead(dst68, self.forehead)
@@ -138,6 +158,9 @@ class ClassicalSwapper(FaceSwapper):
         origin = np.array([x0, y0], np.float32)
         warped, valid = _piecewise_affine(src_img, src_pts, dst_pts - origin, tris,
                                           patch.shape[:2])
+        keep = None
+        if warped.shape[2] == 4:
+            warped, keep = warped[..., :3], warped[..., 3:] / 255.0
         # Rasterised from integer frame coordinates, reported in ``info`` exactly as used.
         hull_int = np.rint(hull_pts).astype(np.int32)
         hull = np.zeros(patch.shape[:2], np.uint8)
@@ -156,6 +179,14 @@ class ClassicalSwapper(FaceSwapper):
         mask = cv2.GaussianBlur(core, (0, 0), sigma) * hard
         mask[mask < 1e-4] = 0.0
         np.minimum(mask, 1.0, out=mask)   # a blur of ones can round to 1.0000001 (thread-dependent)
+        cut = 0.0
+        if keep is not None:
+            # The source's hair (fringe, curls, a brim) is not pasted: the target's forehead
+            # stays there, with the keep map's soft edge.
+            total = float(mask.sum())
+            mask *= keep[..., 0]
+            mask[mask < 1e-4] = 0.0
+            cut = 1.0 - float(mask.sum()) / max(total, 1e-6)
 
         patch_f = patch.astype(np.float32)
         inner = (dist > erosion_px).astype(np.uint8)
@@ -164,6 +195,11 @@ class ClassicalSwapper(FaceSwapper):
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, inner, (skin_sample(inner, dst_pts[:68] - origin, size),
                                                            skin_sample(inner, dst68 - origin, size)))
+        if keep is not None:
+            # Under the cut the clone, relighting and edge match see the target's own forehead,
+            # not the source's hair: a dark curl's gradients would otherwise shade the skin
+            # around it (and the Poisson clone spreads them) where the mask still pastes.
+            warped = warped * keep + patch_f * (1.0 - keep)
         if self.relight > 0:
             warped = relight(warped, patch_f, hard, self.relight * size)
         if self.blend == "seamless":
@@ -181,6 +217,7 @@ class ClassicalSwapper(FaceSwapper):
                 "mirrored": bool(mirrored), "triangles": int(len(tris)),
                 "face_size_px": round(size, 1), "erosion_px": round(erosion_px, 2),
                 "feather_px": round(feather_px, 2), "mask_area_px": int((mask > 0).sum()),
+                "source_occluded": round(cut, 4),
                 "hull": hull_int.tolist()}
         return SwapPatch((x0, y0, x1, y1), pixels, mask.astype(np.float32), info)
 

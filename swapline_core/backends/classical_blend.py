@@ -107,3 +107,53 @@ def seamless(warped: np.ndarray, patch: np.ndarray, mask: np.ndarray) -> np.ndar
     # exactly in place (checked on OpenCV 5.0: a shifted centre moves textured content).
     out = cv2.seamlessClone(src, dst, m, (bx + bw // 2, by + bh // 2), cv2.NORMAL_CLONE)
     return out[p:-p, p:-p].astype(np.float32)
+
+
+def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: np.ndarray,
+                     size: float) -> tuple[np.ndarray, float]:
+    """(keep, share) on the *source* image: ``keep`` is 1 where the source's forehead is skin
+    and falls softly to 0 over what covers it (hair, a fringe, a hat brim), so the target's own
+    forehead stays there instead of getting the source's curl pasted onto it; ``share`` is the
+    fraction of the band's area cut.
+
+    Skin is told by the source's own skin colour (``skin``: its cheeks and nose, from
+    ``classical.skin_sample``): a pixel is covered when it is much darker than that skin (hair is
+    25-50 L below it; the spread used is capped, so a face half in shadow, whose skin L spreads
+    widely, still has a usable bound and no cut in its shaded skin at 15-25 L below) or far off
+    its chroma (blond or coloured hair, a hat). Only the band above the brows is judged; the
+    brows (grown by ~8 % of the face size) and everything below are legitimately non-skin
+    features and never cut."""
+    h, w = img.shape[:2]
+    keep = np.ones((h, w), np.float32)
+    lab = cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
+    s = lab[skin > 0]
+    if len(s) < 16:
+        return keep, 0.0
+    med = np.median(s, axis=0)
+    sig = np.median(np.abs(s - med), axis=0) * 1.4826
+    dark = lab[..., 0] < med[0] - max(22.0, 3.0 * min(float(sig[0]), 12.0))
+    chroma = np.hypot((lab[..., 1] - med[1]) / max(float(sig[1]), 2.0),
+                      (lab[..., 2] - med[2]) / max(float(sig[2]), 2.0)) > 5.0
+    band = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(band, np.rint(cv2.convexHull(pts.astype(np.float32))).astype(np.int32).reshape(-1, 2), 1)
+    up = pts68[36:48].mean(axis=0) - pts68[8]
+    up = up / max(float(np.linalg.norm(up)), 1e-6)
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    band[xs * up[0] + ys * up[1] <= float((pts68[17:27] @ up).min())] = 0
+    grow = max(1, int(round(0.08 * size)))
+    for idx in (range(17, 22), range(22, 27)):
+        cv2.polylines(band, [np.rint(pts68[list(idx)]).astype(np.int32)], False, 0, thickness=2 * grow)
+    area = int(band.sum())
+    if area < 16:
+        return keep, 0.0
+    cover = ((dark | chroma) & (band > 0)).astype(np.uint8)
+    # Single dark pores, stubble and the odd mixed pixel are skin texture: only covered areas
+    # a few pixels wide count, and then with their fringe of mixed pixels.
+    k = max(3, 2 * round(0.015 * size) + 1)
+    cover = cv2.morphologyEx(cover, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
+    if not cover.any():
+        return keep, 0.0
+    cover = cv2.dilate(cover, np.ones((k, k), np.uint8))
+    soft = cv2.GaussianBlur(cover.astype(np.float32), (0, 0), max(1.0, 0.035 * size))
+    keep = np.clip(1.0 - 1.5 * soft, 0.0, 1.0)
+    return keep, float(cover[band > 0].sum()) / area
