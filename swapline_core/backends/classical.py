@@ -94,6 +94,14 @@ class ClassicalSwapper(FaceSwapper):
         self.expression = bool(expression)
         self.occlusion = bool(occlusion)
 
+    @property
+    def settings(self) -> tuple:
+        """Everything that changes the output, for the stage keys (swap chunks made with other
+        settings are never reused on resume)."""
+        return (self.blend, self.color_transfer, round(self.mask_erosion, 4), round(self.mask_feather, 4),
+                round(self.margin, 4), round(self.forehead, 4), round(self.shape_transfer, 4),
+                round(self.relight, 4), self.mirror, self.expression, self.occlusion)
+
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
         if source.image is None or source.face is None or source.face.landmarks is None:

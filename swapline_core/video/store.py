@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 
 # Bumped whenever a stage's algorithm changes its output, so stale chunks are never reused.
-ALGORITHM_VERSION = 5
+# 6: the mask stack, guards, small-face crops, QA expression profiles and the classical swap's
+# colour transfer and source occlusion (issue 13) all changed outputs after 5.
+ALGORITHM_VERSION = 6
 
 
 def stage_key(*parts) -> str:

@@ -52,3 +52,7 @@ def test_giant_face_in_a_tracked_clip_is_skipped_counted_and_resumed_alike(tmp_p
     assert again.chunks_resumed == again.chunks_total
     assert again.extra["skipped"] == report.extra["skipped"]
     assert again.extra["skipped_frames"] == report.extra["skipped_frames"]
+    # Other classical settings: other pixels, so nothing stored by the first run is reused.
+    _, other = stages.swap_frames(seq, faces, source, ClassicalSwapper(mask_feather=0.08), an, str(tmp_path),
+                                  stages.Hooks())
+    assert other.chunks_resumed == 0
