@@ -15,42 +15,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import pytest
-from PIL import Image
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 from swapline_core.backends import classical
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.faces.paste import apply_patches
-from swapline_core.types import SourceIdentity
-
-KLING = REPO / "tests" / ".cache" / "media" / "api_kling_avatar2-1.webp"
-FRAMES = (3, 18, 33, 50)
-
-
-@pytest.fixture(scope="module")
-def analyzer():
-    return BuiltinAnalyzer()
-
-
-@pytest.fixture(scope="module")
-def target(analyzer):
-    from swapline_core.video.read import iter_frames
-
-    assert KLING.is_file(), f"{KLING} missing: run scripts/setup.sh (it unpacks the sample clips)"
-    frames = [f for i, (_, f) in enumerate(iter_frames(KLING)) if i in FRAMES]
-    faces = analyzer.detect(frames)
-    analyzer.landmarks68(frames, faces)
-    return frames, [fs[0] for fs in faces]
-
-
-def source(analyzer, name: str) -> SourceIdentity:
-    img = np.asarray(Image.open(REPO / "assets" / "samples" / name).convert("RGB"))
-    f = analyzer.detect([img])[0][0]
-    analyzer.landmarks68([img], [[f]])
-    return SourceIdentity(np.zeros(128, np.float32), analyzer.recognizer_name, img, f)
 
 
 def skin_chroma_offsets(frames, faces, src) -> list[float]:
@@ -70,13 +40,13 @@ def skin_chroma_offsets(frames, faces, src) -> list[float]:
     return out
 
 
-def test_colour_source_takes_the_targets_skin_colour(analyzer, target):
-    offs = skin_chroma_offsets(*target, source(analyzer, "source_face_colour.png"))
+def test_colour_source_takes_the_targets_skin_colour(kling_target, sample_source):
+    offs = skin_chroma_offsets(*kling_target, sample_source("source_face_colour.png"))
     assert max(offs) < 7.0 and float(np.mean(offs)) < 6.0, offs
 
 
-def test_grey_source_keeps_the_targets_skin_colour(analyzer, target):
-    offs = skin_chroma_offsets(*target, source(analyzer, "source_face.png"))
+def test_grey_source_keeps_the_targets_skin_colour(kling_target, sample_source):
+    offs = skin_chroma_offsets(*kling_target, sample_source("source_face.png"))
     assert max(offs) < 3.5, offs
 
 

@@ -15,43 +15,13 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import pytest
-from PIL import Image
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 from swapline_core.backends import classical_blend
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.backends.classical import ClassicalSwapper, skin_sample
 from swapline_core.faces.paste import apply_patches
-from swapline_core.types import SourceIdentity
-
-KLING = REPO / "tests" / ".cache" / "media" / "api_kling_avatar2-1.webp"
-FRAMES = (3, 18, 33, 50)
-
-
-@pytest.fixture(scope="module")
-def analyzer():
-    return BuiltinAnalyzer()
-
-
-@pytest.fixture(scope="module")
-def target(analyzer):
-    from swapline_core.video.read import iter_frames
-
-    assert KLING.is_file(), f"{KLING} missing: run scripts/setup.sh (it unpacks the sample clips)"
-    frames = [f for i, (_, f) in enumerate(iter_frames(KLING)) if i in FRAMES]
-    faces = analyzer.detect(frames)
-    analyzer.landmarks68(frames, faces)
-    return frames, [fs[0] for fs in faces]
-
-
-def source(analyzer, name: str) -> SourceIdentity:
-    img = np.asarray(Image.open(REPO / "assets" / "samples" / name).convert("RGB"))
-    f = analyzer.detect([img])[0][0]
-    analyzer.landmarks68([img], [[f]])
-    return SourceIdentity(np.zeros(128, np.float32), analyzer.recognizer_name, img, f)
 
 
 def new_dark_above_brows(frames, faces, src, **kw) -> tuple[list[int], list[float]]:
@@ -75,10 +45,10 @@ def new_dark_above_brows(frames, faces, src, **kw) -> tuple[list[int], list[floa
     return counts, cut
 
 
-def test_colour_sources_hair_is_not_pasted_onto_the_forehead(analyzer, target):
-    src = source(analyzer, "source_face_colour.png")
-    old, old_cut = new_dark_above_brows(*target, src, occlusion=False)
-    now, cut = new_dark_above_brows(*target, src)
+def test_colour_sources_hair_is_not_pasted_onto_the_forehead(kling_target, sample_source):
+    src = sample_source("source_face_colour.png")
+    old, old_cut = new_dark_above_brows(*kling_target, src, occlusion=False)
+    now, cut = new_dark_above_brows(*kling_target, src)
     # Measured: 48-71 new hair-dark pixels per frame without the occlusion (the curl), 0 with it;
     # 4 % of the paste mask's weight cut.
     assert min(old) > 25 and old_cut == [0.0] * len(old), old      # the curl is there without it
@@ -86,10 +56,10 @@ def test_colour_sources_hair_is_not_pasted_onto_the_forehead(analyzer, target):
     assert all(0.01 < c < 0.12 for c in cut), cut
 
 
-def test_grey_source_without_forehead_hair_is_not_cut(analyzer, target):
-    src = source(analyzer, "source_face.png")
+def test_grey_source_without_forehead_hair_is_not_cut(kling_target, sample_source):
+    src = sample_source("source_face.png")
     assert ClassicalSwapper()._source_keep(src.image, np.asarray(src.face.landmarks, np.float32)) is None
-    frames, faces = target
+    frames, faces = kling_target
     p = ClassicalSwapper().swap(frames[:1], [faces[:1]], src)[0][0]
     assert p.info["source_occluded"] == 0.0
 
