@@ -30,7 +30,7 @@ import numpy as np
 from ..faces.shape import MEAN68, MIRROR68
 from ..interfaces import FaceSwapper
 from ..types import Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
-from .classical_blend import forehead_edge, forehead_skin, relight, seamless, source_occlusion
+from .classical_blend import clone_drift, forehead_edge, forehead_skin, relight, seamless, source_occlusion
 
 BLEND_MODES = ("seamless", "feather")
 MIRROR_MODES = ("auto", "never", "always")
@@ -200,9 +200,10 @@ class ClassicalSwapper(FaceSwapper):
         inner = (dist > erosion_px).astype(np.uint8)
         if not inner.any():
             inner = hard
+        target_skin = skin_sample(inner, dst68 - origin, size)
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, inner, (skin_sample(inner, dst_pts[:68] - origin, size),
-                                                           skin_sample(inner, dst68 - origin, size)))
+                                                           target_skin))
         if keep is not None:
             # Under the cut the clone, relighting and edge match see the target's own forehead,
             # not the source's hair: a dark curl's gradients would otherwise shade the skin
@@ -212,8 +213,10 @@ class ClassicalSwapper(FaceSwapper):
             warped = relight(warped, patch_f, hard, self.relight * size)
         if self.blend == "seamless":
             skin_info = forehead_skin(patch_f, hard, dst68 - origin, size) if self.forehead > 0 else None
+            feathered = warped
             warped = seamless(warped, patch, inner)
             warped = forehead_edge(warped, patch_f, hard, size, skin_info)
+            warped, drift = clone_drift(warped, feathered, patch_f, target_skin)
         if self.expression:
             # Teeth, tongue and the dark of an open mouth are the target's (the source is usually
             # a closed-mouth photo: its lips would be stretched over the gap).
@@ -226,6 +229,7 @@ class ClassicalSwapper(FaceSwapper):
                 "face_size_px": round(size, 1), "erosion_px": round(erosion_px, 2),
                 "feather_px": round(feather_px, 2), "mask_area_px": int((mask > 0).sum()),
                 "source_occluded": round(cut, 4),
+                "clone_drift": round(drift, 3) if self.blend == "seamless" else None,
                 "hull": hull_int.tolist()}
         return SwapPatch((x0, y0, x1, y1), pixels, mask.astype(np.float32), info)
 

@@ -157,3 +157,29 @@ def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: 
     soft = cv2.GaussianBlur(cover.astype(np.float32), (0, 0), max(1.0, 0.035 * size))
     keep = np.clip(1.0 - 1.5 * soft, 0.0, 1.0)
     return keep, float(cover[band > 0].sum()) / area
+
+
+def _skin_lab_offset(img: np.ndarray, ref_lab_mean: np.ndarray, skin: np.ndarray) -> float:
+    lab = cv2.cvtColor(np.clip(img / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
+    return float(np.linalg.norm(lab[skin].mean(axis=0) - ref_lab_mean))
+
+
+def clone_drift(cloned: np.ndarray, feathered: np.ndarray, patch: np.ndarray, skin: np.ndarray,
+                band: float = 2.0) -> tuple[np.ndarray, float]:
+    """(pixels, weight of the feathered version): the Poisson clone, unless its skin drifted
+    further from the target's skin colour than the plain (colour-matched, relit) warp's did.
+
+    The clone takes its boundary from the target around the hull; where the hull crosses sky,
+    a headdress or hair, that boundary pulls the face toward their colour (the ltx2.3 clip's
+    dark-skinned face came out grey: clone 2-7 ΔE off the target's skin per frame, the plain warp
+    1.5-2.8). On the red kling clip the clone is always the nearer (1.5-4.4 against 3.9-7.3), so
+    its output is unchanged. The weight ramps over ``band`` ΔE of difference (no hard switch
+    from frame to frame)."""
+    sel = skin > 0
+    if sel.sum() < 16:
+        return cloned, 0.0
+    ref = cv2.cvtColor(np.clip(patch / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)[sel].mean(axis=0)
+    w = float(np.clip((_skin_lab_offset(cloned, ref, sel) - _skin_lab_offset(feathered, ref, sel)) / band, 0.0, 1.0))
+    if w <= 0.0:
+        return cloned, 0.0
+    return cloned * (1.0 - w) + feathered * w, w
