@@ -146,6 +146,7 @@ class ClassicalSwapper(FaceSwapper):
                                        skin_sample(hull, src68, size), size)
         return None if share <= 0 else np.rint(keep * 255).astype(np.uint8)
 
+    # The per-face steps in their order (warp, mask, colour, relight, clone, mouth); each is a helper.
     def _swap_one(self, frame, dst68, src_img, src_pts, tris, mirrored: bool) -> SwapPatch:
         dst_pts = _with_forehead(dst68, self.forehead)
         hull_pts = cv2.convexHull(dst_pts.astype(np.float32)).reshape(-1, 2)

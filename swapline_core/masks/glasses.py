@@ -109,6 +109,7 @@ def _glasses_in(lab_: np.ndarray, eyes: np.ndarray, skin: np.ndarray | None
     return ring.astype(bool), lens.astype(bool), info
 
 
+# One pass of tests that share the eye's windows and measurements; parts would pass them all along.
 def _frame_around(e: np.ndarray, chroma: np.ndarray, lab_: np.ndarray, skin_c: float | None, iod: float,
                   rays, row: dict, limit=None) -> tuple[np.ndarray, np.ndarray | None] | None:
     """One eye's glasses frame (band) and the see-through lens it holds (None: opaque), or None
