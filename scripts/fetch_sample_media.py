@@ -33,10 +33,10 @@ DIST = "comfyui-workflow-templates-media-video"
 VERSION = "0.3.101"
 # The quality bench's identity case (bench/quality, identity_no_glasses) uses the ltx2 clip: a
 # talking face without glasses, so dlib's embedding reads the swapped face, not kept frames.
+# The dual-characters clip holds the colour source face (``make_colour_source``): fetched too, so
+# the test that rebuilds that face from its recipe runs on every machine.
 MEMBERS = ("templates/api_kling_avatar2-1.webp", "templates/video_wan2_1_infinitetalk-1.webp",
-           "templates/video_ltx2_3_i2v-1.webp")
-# Only --make-assets needs it (the colour source face): plain setup fetches just MEMBERS.
-ASSET_MEMBERS = ("templates/api_kling_dual_characters_effects-1.webp",)
+           "templates/video_ltx2_3_i2v-1.webp", "templates/api_kling_dual_characters_effects-1.webp")
 DEFAULT_DEST = ROOT / "tests" / ".cache" / "media"
 SAMPLES = ROOT / "assets" / "samples"
 CLIP_FRAMES = 48
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--make-assets", action="store_true",
                     help="also rebuild assets/samples/ from the fetched clip")
     args = ap.parse_args(argv)
-    for p in fetch(args.dest, members=MEMBERS + (ASSET_MEMBERS if args.make_assets else ())):
+    for p in fetch(args.dest):
         print(f"[fetch_sample_media] {p} ({p.stat().st_size} bytes)")
     if args.make_assets:
         for p in make_assets(args.dest):

@@ -115,7 +115,8 @@ fi
 # Checks every clip it fetches, so a machine set up before a clip was added gets it too.
 if [ ! -f "$ROOT/tests/.cache/media/api_kling_avatar2-1.webp" ] ||
    [ ! -f "$ROOT/tests/.cache/media/video_wan2_1_infinitetalk-1.webp" ] ||
-   [ ! -f "$ROOT/tests/.cache/media/video_ltx2_3_i2v-1.webp" ]; then
+   [ ! -f "$ROOT/tests/.cache/media/video_ltx2_3_i2v-1.webp" ] ||
+   [ ! -f "$ROOT/tests/.cache/media/api_kling_dual_characters_effects-1.webp" ]; then
   log "fetching sample face clips for the tests"
   "$VPY" scripts/fetch_sample_media.py >/dev/null
 fi

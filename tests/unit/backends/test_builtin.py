@@ -20,7 +20,7 @@ from swapline_core.types import Face, SourceIdentity  # noqa: E402
 def _insightface_image(name: str) -> np.ndarray:
     spec = importlib.util.find_spec("insightface")       # locates the wheel without importing it
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("insightface (which carries the test images) is not installed")
+        pytest.fail("insightface (which carries the test images) is not installed: run scripts/setup.sh")
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "images" / name
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     assert bgr is not None, path

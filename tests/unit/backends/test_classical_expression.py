@@ -39,7 +39,7 @@ def clip(analyzer):
     from swapline_core.video.read import iter_frames
 
     if not KLING.is_file():
-        pytest.skip(f"{KLING} missing: run scripts/setup.sh (it unpacks the sample clips)")
+        pytest.fail(f"{KLING} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
     frames = [f for _, f in iter_frames(KLING)]
     faces = analyzer.detect(frames)
     analyzer.landmarks68(frames, faces)

@@ -35,7 +35,7 @@ def setup():
     from swapline_core.video.read import iter_frames
 
     if not KLING.is_file():
-        pytest.skip(f"{KLING} missing: run scripts/setup.sh (it unpacks the sample clips)")
+        pytest.fail(f"{KLING} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
     analyzer = BuiltinAnalyzer()
     frames = [f for i, (_, f) in enumerate(iter_frames(KLING)) if i in FRAMES]
     faces = analyzer.detect(frames)

@@ -30,7 +30,7 @@ def clip_faces(path: Path, count: int):
     from swapline_core.video.read import iter_frames
 
     if not path.is_file():
-        pytest.skip(f"{path} missing: run scripts/setup.sh (it unpacks the sample clips)")
+        pytest.fail(f"{path} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
     frames = [f for _, f in iter_frames(path, 0, count)]
     faces = analyzer().detect(frames)
     analyzer().landmarks68(frames, faces)

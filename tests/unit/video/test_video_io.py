@@ -186,7 +186,8 @@ def test_bad_arguments(media):
 
 
 def test_iterating_600_frames_keeps_memory_flat(tmp_path):
-    psutil = pytest.importorskip("psutil")
+    import psutil  # a ComfyUI requirement: never missing where the tests run
+
     p = make_video(tmp_path / "long.mp4", n=600, w=640, h=360, rate=30,
                    vopts={"preset": "ultrafast"})
     proc = psutil.Process()
@@ -444,7 +445,7 @@ CACHE = ROOT / "tests" / ".cache" / "media"
 def test_shipped_sample_clip():
     clip = SAMPLES / "kling_avatar_clip.mp4"
     if not clip.exists():
-        pytest.skip("assets/samples not built (scripts/fetch_sample_media.py --make-assets)")
+        pytest.fail(f"{clip} missing: assets/samples is committed (rebuild: fetch_sample_media.py --make-assets)")
     info = vio.probe(clip)
     assert (info.kind, info.width, info.height, info.frame_count) == ("video", 350, 350, 48)
     assert info.fps_fraction == 15 and info.codec == "h264"
@@ -461,7 +462,7 @@ def test_shipped_sample_clip():
 def test_real_animated_webp(name, count):
     p = CACHE / name
     if not p.exists():
-        pytest.skip("run scripts/fetch_sample_media.py to fetch the real clips")
+        pytest.fail(f"{p} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
     info = vio.probe(p)
     assert (info.kind, info.width, info.height, info.frame_count) == ("animated_image", 350, 350, count)
     assert info.fps_fraction == 15 and not info.variable_fps
@@ -485,13 +486,13 @@ def test_writer_is_reproducible(tmp_path):
 
 
 def test_colour_source_face_matches_its_recipe(tmp_path):
-    """The colour candidate is a colour crop and, where its clip is cached, exactly what
+    """The colour candidate is a colour crop and exactly what
     fetch_sample_media.py --make-assets rebuilds (a fixed box of a fixed frame)."""
     import importlib.util
 
     p = SAMPLES / "source_face_colour.png"
     if not p.exists():
-        pytest.skip("assets/samples not built (scripts/fetch_sample_media.py --make-assets)")
+        pytest.fail(f"{p} missing: assets/samples is committed (rebuild: fetch_sample_media.py --make-assets)")
     face = vio.read_frames(p, [0])[0]
     assert face.shape == (246, 246, 3)
     assert np.abs(face[..., 0].astype(int) - face[..., 2].astype(int)).mean() > 5   # not greyscale
@@ -499,6 +500,6 @@ def test_colour_source_face_matches_its_recipe(tmp_path):
     fsm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fsm)
     if not (CACHE / fsm.COLOUR_SOURCE[0]).exists():
-        pytest.skip("its clip is fetched only by scripts/fetch_sample_media.py --make-assets")
+        pytest.fail(f"{CACHE / fsm.COLOUR_SOURCE[0]} missing: run scripts/setup.sh (it fetches the sample clips)")
     rebuilt = vio.read_frames(fsm.make_colour_source(CACHE, tmp_path), [0])[0]
     assert np.array_equal(rebuilt, face)
