@@ -4,7 +4,8 @@ For each target face the source face is warped triangle by triangle onto the tar
 landmarks (plus a band of forehead), colour-matched to the target skin and blended inside the
 target's face hull. The face outline, hair and pose stay the target's; eyes, brows, nose, mouth
 and their proportions come from the source, which is what identity models mostly look at. Hair
-over the source's forehead (curls, a fringe) is not pasted: the target's forehead stays there.
+over the source's forehead (curls, a fringe) or falling across its cheeks is not pasted: the
+target's own skin stays there.
 
 Expression is the target's: each eye keeps its lid shape (openness) and the mouth its lip gap
 and shape, moved to the source's eye corners and mouth width; lip thickness comes from the
@@ -78,8 +79,8 @@ class ClassicalSwapper(FaceSwapper):
         expression: eye and mouth opening and the mouth's shape follow the target (only the
             features' placement and size come from the source), and the mouth interior is the
             target's own; False copies the source's expression (closed mouth on a talking face).
-        occlusion: what covers the source's forehead (hair, a fringe, a brim) is not pasted; the
-            target's forehead stays there.
+        occlusion: what covers the source's face (hair on the forehead or across a cheek, a
+            brim) is not pasted; the target's own skin stays there.
         """
         if blend not in BLEND_MODES:
             raise ValueError(f"blend must be one of {BLEND_MODES}, got {blend!r}")
@@ -135,7 +136,7 @@ class ClassicalSwapper(FaceSwapper):
         return out
 
     def _source_keep(self, src_img: np.ndarray, src68: np.ndarray) -> np.ndarray | None:
-        """uint8 0..255 map of the source that may be pasted (hair over its forehead is not:
+        """uint8 0..255 map of the source that may be pasted (hair over its forehead or cheeks is not:
         ``classical_blend.source_occlusion``), or None where nothing is covered."""
         if self.forehead <= 0 or not self.occlusion:
             return None

@@ -109,20 +109,28 @@ def seamless(warped: np.ndarray, patch: np.ndarray, mask: np.ndarray) -> np.ndar
     return out[p:-p, p:-p].astype(np.float32)
 
 
+# Skin L spread (robust sigma) up to which a source counts as evenly lit (``source_occlusion``).
+EVEN_LIGHT = 12.0
+
+
 def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: np.ndarray,
                      size: float) -> tuple[np.ndarray, float]:
-    """(keep, share) on the *source* image: ``keep`` is 1 where the source's forehead is skin
-    and falls softly to 0 over what covers it (hair, a fringe, a hat brim), so the target's own
-    forehead stays there instead of getting the source's curl pasted onto it; ``share`` is the
-    fraction of the band's area cut.
+    """(keep, share) on the *source* image: ``keep`` is 1 where the source's face is skin and
+    falls softly to 0 over what covers it (hair, a fringe, strands across a cheek, a hat brim, a
+    helmet's rim), so the target's own skin stays there instead of getting the source's curl
+    pasted onto it; ``share`` is the fraction of the judged area cut.
 
     Skin is told by the source's own skin colour (``skin``: its cheeks and nose, from
     ``classical.skin_sample``): a pixel is covered when it is much darker than that skin (hair is
     25-50 L below it; the spread used is capped, so a face half in shadow, whose skin L spreads
     widely, still has a usable bound and no cut in its shaded skin at 15-25 L below) or far off
-    its chroma (blond or coloured hair, a hat). Only the band above the brows is judged; the
-    brows (grown by ~8 % of the face size) and everything below are legitimately non-skin
-    features and never cut."""
+    its chroma (blond or coloured hair, a hat, a grey helmet). The eyes, brows, nostrils and lips
+    (grown by ~8 % of the face size) are legitimately non-skin features and never judged. Above
+    the brows everything covered is cut; below them only what also reaches above the nose's
+    base: hair strands fall across a cheek from above (a pasted dark streak from the eye to the
+    jaw, seen with long-haired sources), while a beard, stubble or a moustache sits wholly below
+    the nose, is the source's identity and stays. Below the brows only on an evenly lit source
+    (skin L spread <= ``EVEN_LIGHT``)."""
     h, w = img.shape[:2]
     keep = np.ones((h, w), np.float32)
     lab = cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
@@ -139,10 +147,19 @@ def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: 
     up = pts68[36:48].mean(axis=0) - pts68[8]
     up = up / max(float(np.linalg.norm(up)), 1e-6)
     ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
-    band[xs * up[0] + ys * up[1] <= float((pts68[17:27] @ up).min())] = 0
+    height = xs * up[0] + ys * up[1]            # along the face's own vertical (chin to eyes)
+    if float(sig[0]) > EVEN_LIGHT:
+        # A face half in shadow: its shaded cheek is as dark as hair (Tom Hanks' sample photo: 36+
+        # L below its median skin), so below the brows darkness tells nothing; only the
+        # forehead band above them is judged.
+        band[height <= float((pts68[17:27] @ up).min())] = 0
     grow = max(1, int(round(0.08 * size)))
     for idx in (range(17, 22), range(22, 27)):
         cv2.polylines(band, [np.rint(pts68[list(idx)]).astype(np.int32)], False, 0, thickness=2 * grow)
+    for idx in (range(36, 42), range(42, 48), range(31, 36), range(48, 60)):
+        poly = np.rint(cv2.convexHull(pts68[list(idx)].astype(np.float32))).astype(np.int32).reshape(-1, 2)
+        cv2.fillConvexPoly(band, poly, 0)
+        cv2.polylines(band, [poly], True, 0, thickness=grow)
     area = int(band.sum())
     if area < 16:
         return keep, 0.0
@@ -151,6 +168,12 @@ def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: 
     # a few pixels wide count, and then with their fringe of mixed pixels.
     k = max(3, 2 * round(0.015 * size) + 1)
     cover = cv2.morphologyEx(cover, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
+    if not cover.any():
+        return keep, 0.0
+    n, labels = cv2.connectedComponents(cover, connectivity=8)
+    reaches = np.bincount(labels[(cover > 0) & (height > float(pts68[33] @ up))], minlength=n) > 0
+    reaches[0] = False
+    cover = reaches[labels].astype(np.uint8)
     if not cover.any():
         return keep, 0.0
     cover = cv2.dilate(cover, np.ones((k, k), np.uint8))

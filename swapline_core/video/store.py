@@ -20,7 +20,8 @@ import numpy as np
 # Bumped whenever a stage's algorithm changes its output, so stale chunks are never reused.
 # 6: the mask stack, guards, small-face crops, QA expression profiles and the classical swap's
 # colour transfer and source occlusion (issue 13) all changed outputs after 5.
-ALGORITHM_VERSION = 6
+# 7: the classical swap's source occlusion also judges the cheeks (strands of hair).
+ALGORITHM_VERSION = 7
 
 
 def stage_key(*parts) -> str:

@@ -1,9 +1,10 @@
-"""The classical swap does not paste the source's hair onto the target's forehead.
+"""The classical swap does not paste the source's hair onto the target's forehead or cheeks.
 
 The colour sample source (``assets/samples/source_face_colour.png``) has dark curls over its
 forehead; the forehead band warped them onto the kling target as a dark blob above the glasses.
 Hair is now judged on the source (``classical_blend.source_occlusion``: much darker than, or far
-off the chroma of, the source's own cheek and nose skin, above the brows only) and cut from the
+off the chroma of, the source's own cheek and nose skin; below the brows only what reaches above the
+nose's base, on an evenly lit source) and cut from the
 paste mask, so the target's forehead stays there. Measured on real frames of the kling clip: the
 same frames with ``occlusion=False`` show the curl, so the test can fail. The greyscale Tom Hanks
 source has no hair on its forehead band: nothing is cut and its swap is bit-identical.
@@ -89,3 +90,32 @@ def test_source_occlusion_cuts_a_fringe_not_brows_eyes_or_shaded_skin():
         x, y = np.rint(pts[i]).astype(int)  # above the left brow, just reaches it)
         assert keep[y, x] > (0.95 if i == 19 else 1.0 - 1e-6), (i, keep[y, x])
     assert keep[top + 10: brow_top - 12, 200:240].min() == 1.0    # shaded forehead skin: kept
+
+
+def test_source_occlusion_cuts_a_strand_across_the_cheek_not_a_beard():
+    """Below the brows (an evenly lit source): a dark strand falling from the temple across the
+    cheek to the jaw is cut (seen on a long-haired source: a dark streak pasted from the eye to
+    the jaw); a beard and moustache wholly below the nose's base, the nostrils and lips are not."""
+    from swapline_core.faces.shape import MEAN68
+
+    pts = ((MEAN68 - MEAN68.min(axis=0)) * 100 + (30, 90)).astype(np.float32)
+    size = float(np.ptp(pts, axis=0).max())
+    img = np.zeros((360, 300, 3), np.uint8)
+    img[:] = (200, 150, 130)
+    for idx in (range(36, 42), range(42, 48), range(48, 60), range(31, 36)):     # eyes, lips, nostrils
+        cv2.fillPoly(img, [np.rint(pts[list(idx)]).astype(np.int32)], (40, 25, 25))
+    x2, y2 = np.rint(pts[2]).astype(int)
+    strand = np.array([[np.rint(pts[0][0]).astype(int) + 12, int(pts[0][1]) - 20], [x2 + 28, y2], [x2 + 30, y2 + 40]])
+    cv2.polylines(img, [strand.astype(np.int32)], False, (45, 35, 30), 12)       # the strand, 12 px wide
+    chin = np.rint(pts[[6, 7, 8, 9, 10, 57]]).astype(np.int32)
+    cv2.fillPoly(img, [cv2.convexHull(chin)], (60, 45, 40))                      # a beard on the chin
+    band = np.concatenate([pts, pts[17:27] + 0.3 * (pts[36:48].mean(0) - pts[8])]).astype(np.float32)
+    hull = np.zeros(img.shape[:2], np.uint8)
+    cv2.fillConvexPoly(hull, np.rint(cv2.convexHull(pts)).astype(np.int32).reshape(-1, 2), 1)
+    keep, share = classical_blend.source_occlusion(img, pts, band, skin_sample(hull, pts, size), size)
+    assert share > 0.01, share
+    mid = np.rint((strand[0] + strand[1]) / 2).astype(int)
+    assert keep[mid[1], mid[0]] < 0.05, keep[mid[1], mid[0]]                 # the strand: cut
+    for i in (8, 33, 51, 57, 62):                                             # chin beard, nose base, lips
+        x, y = np.rint(pts[i]).astype(int)
+        assert keep[y, x] == 1.0, (i, keep[y, x])
