@@ -153,33 +153,53 @@ def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: 
         # L below its median skin), so below the brows darkness tells nothing; only the
         # forehead band above them is judged.
         band[height <= float((pts68[17:27] @ up).min())] = 0
+    outer = band.copy()
     grow = max(1, int(round(0.08 * size)))
     for idx in (range(17, 22), range(22, 27)):
         cv2.polylines(band, [np.rint(pts68[list(idx)]).astype(np.int32)], False, 0, thickness=2 * grow)
-    for idx in (range(36, 42), range(42, 48), range(31, 36), range(48, 60)):
+    # Each eye with its brow (the lid and the socket's shadow between them), the nostrils, the lips.
+    for idx in ((*range(17, 22), *range(36, 42)), (*range(22, 27), *range(42, 48)), range(31, 36), range(48, 60)):
         poly = np.rint(cv2.convexHull(pts68[list(idx)].astype(np.float32))).astype(np.int32).reshape(-1, 2)
         cv2.fillConvexPoly(band, poly, 0)
         cv2.polylines(band, [poly], True, 0, thickness=grow)
     area = int(band.sum())
     if area < 16:
         return keep, 0.0
-    cover = ((dark | chroma) & (band > 0)).astype(np.uint8)
-    # Single dark pores, stubble and the odd mixed pixel are skin texture: only covered areas
-    # a few pixels wide count, and then with their fringe of mixed pixels.
     k = max(3, 2 * round(0.015 * size) + 1)
-    cover = cv2.morphologyEx(cover, cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
+    cover = _covered(((dark | chroma) & (band > 0)).astype(np.uint8), outer, height > float(pts68[33] @ up), k)
     if not cover.any():
         return keep, 0.0
-    n, labels = cv2.connectedComponents(cover, connectivity=8)
-    reaches = np.bincount(labels[(cover > 0) & (height > float(pts68[33] @ up))], minlength=n) > 0
-    reaches[0] = False
-    cover = reaches[labels].astype(np.uint8)
-    if not cover.any():
-        return keep, 0.0
-    cover = cv2.dilate(cover, np.ones((k, k), np.uint8))
-    soft = cv2.GaussianBlur(cover.astype(np.float32), (0, 0), max(1.0, 0.035 * size))
+    grown = cv2.dilate(cover, np.ones((k, k), np.uint8))
+    soft = cv2.GaussianBlur(grown.astype(np.float32), (0, 0), max(1.0, 0.035 * size))
     keep = np.clip(1.0 - 1.5 * soft, 0.0, 1.0)
-    return keep, float(cover[band > 0].sum()) / area
+    # A 2 px strand's blur stays far below 1: the strand itself (and its mixed-pixel rim) is cut
+    # outright, the blur only softens around it.
+    keep[cv2.dilate(cover, np.ones((3, 3), np.uint8)) > 0] = 0.0
+    return keep, float(grown[band > 0].sum()) / area
+
+
+def _covered(cover: np.ndarray, outer: np.ndarray, above_nose: np.ndarray, k: int) -> np.ndarray:
+    """``source_occlusion``'s covered pixels (uint8 0/1) that count as an occluder.
+
+    Single dark pores, stubble and the odd mixed pixel are skin texture: an area counts when it
+    holds ``2 k^2`` pixels, or when it is a line ``4 k`` long entering from the face's outline
+    (``outer``: a strand of hair, 1-3 px wide, which an opening would erase along with the
+    pores). Of those, only areas that reach ``above_nose`` (with gaps under ``k`` bridged: a
+    strand's lighter stretches break it) count: a beard is wholly below the nose."""
+    if not cover.any():
+        return cover
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(cover, connectivity=8)
+    rim = (outer > 0) & ~cv2.erode(outer, np.ones((5, 5), np.uint8)).astype(bool)
+    touches = np.bincount(labels[(cover > 0) & rim], minlength=n) > 0
+    long_ = np.maximum(stats[:, cv2.CC_STAT_WIDTH], stats[:, cv2.CC_STAT_HEIGHT]) >= 4 * k
+    big = (stats[:, cv2.CC_STAT_AREA] >= 2 * k * k) | (long_ & touches)
+    big[0] = False
+    cover = big[labels].astype(np.uint8)
+    near = cv2.dilate(cover, np.ones((k, k), np.uint8))
+    n, labels = cv2.connectedComponents(near, connectivity=8)
+    reaches = np.bincount(labels[(near > 0) & above_nose], minlength=n) > 0
+    reaches[0] = False
+    return (reaches[labels] & (cover > 0)).astype(np.uint8)
 
 
 def _skin_lab_offset(img: np.ndarray, ref_lab_mean: np.ndarray, skin: np.ndarray) -> float:

@@ -95,7 +95,8 @@ def test_source_occlusion_cuts_a_fringe_not_brows_eyes_or_shaded_skin():
 def test_source_occlusion_cuts_a_strand_across_the_cheek_not_a_beard():
     """Below the brows (an evenly lit source): a dark strand falling from the temple across the
     cheek to the jaw is cut (seen on a long-haired source: a dark streak pasted from the eye to
-    the jaw); a beard and moustache wholly below the nose's base, the nostrils and lips are not."""
+    the jaw), and so is a 2 px strand entering from the outline (an opening erased those); a beard
+    wholly below the nose's base, the nostrils, lips and a shadowed eye socket are not."""
     from swapline_core.faces.shape import MEAN68
 
     pts = ((MEAN68 - MEAN68.min(axis=0)) * 100 + (30, 90)).astype(np.float32)
@@ -107,6 +108,11 @@ def test_source_occlusion_cuts_a_strand_across_the_cheek_not_a_beard():
     x2, y2 = np.rint(pts[2]).astype(int)
     strand = np.array([[np.rint(pts[0][0]).astype(int) + 12, int(pts[0][1]) - 20], [x2 + 28, y2], [x2 + 30, y2 + 40]])
     cv2.polylines(img, [strand.astype(np.int32)], False, (45, 35, 30), 12)       # the strand, 12 px wide
+    x14, y14 = np.rint(pts[14]).astype(int)
+    thin = np.array([[x14 + 4, y14 - 60], [x14 - 30, y14], [x14 - 34, y14 + 30]])
+    cv2.polylines(img, [thin.astype(np.int32)], False, (45, 35, 30), 2)          # a 2 px strand from the outline
+    socket = np.rint((pts[19] + pts[37]) / 2).astype(int)
+    cv2.circle(img, tuple(int(v) for v in socket), 7, (90, 65, 60), -1)          # a shadowed eye socket
     chin = np.rint(pts[[6, 7, 8, 9, 10, 57]]).astype(np.int32)
     cv2.fillPoly(img, [cv2.convexHull(chin)], (60, 45, 40))                      # a beard on the chin
     band = np.concatenate([pts, pts[17:27] + 0.3 * (pts[36:48].mean(0) - pts[8])]).astype(np.float32)
@@ -116,6 +122,9 @@ def test_source_occlusion_cuts_a_strand_across_the_cheek_not_a_beard():
     assert share > 0.01, share
     mid = np.rint((strand[0] + strand[1]) / 2).astype(int)
     assert keep[mid[1], mid[0]] < 0.05, keep[mid[1], mid[0]]                 # the strand: cut
+    t = np.rint((thin[0] + thin[1]) / 2).astype(int)
+    assert keep[t[1], t[0]] < 0.05, keep[t[1], t[0]]                         # the thin strand: cut too
+    assert keep[socket[1], socket[0]] == 1.0                                  # the eye socket: kept
     for i in (8, 33, 51, 57, 62):                                             # chin beard, nose base, lips
         x, y = np.rint(pts[i]).astype(int)
         assert keep[y, x] == 1.0, (i, keep[y, x])
