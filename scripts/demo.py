@@ -18,8 +18,10 @@ sys.path.insert(0, str(REPO))          # devtools, swapline_core
 from devtools.comfy_harness import ComfyServer  # noqa: E402
 
 SAMPLES = REPO / "assets" / "samples"
+# The colour source photo: the greyscale source_face.png (which the tests and the quality bench keep)
+# has no skin colour of its own to bring, so the classical swap came out flat and grey.
 INPUTS = {"swapline_sample_clip.mp4": SAMPLES / "kling_avatar_clip.mp4",
-          "swapline_source_face.png": SAMPLES / "source_face.png",
+          "swapline_source_face.png": SAMPLES / "source_face_colour.png",
           "swapline_target_reference.png": SAMPLES / "target_reference.png"}
 
 

@@ -9,8 +9,8 @@ With ``--make-assets`` it also (re)builds the small demo samples shipped in asse
 the first 48 frames of api_kling_avatar2-1.webp as H.264 MP4 with a generated sine-tone AAC
 track (so audio handling is exercised), and insightface's bundled Tom_Hanks_54745.png as the
 source face. The outputs are committed; rebuild only when changing how they are made.
-It also crops a colour source-face candidate (``source_face_colour.png``, a frontal man from
-api_kling_dual_characters_effects-1.webp) that the demo and bench do not use by default.
+It also crops the colour source face the demo swaps in (``source_face_colour.png``, a frontal
+man from api_kling_dual_characters_effects-1.webp; the quality bench keeps ``source_face.png``).
 
 Setup-time helper, not part of the pack (which never starts subprocesses). Idempotent: files
 already present are kept and nothing is downloaded.
