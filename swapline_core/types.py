@@ -157,3 +157,6 @@ class ClipContext:
     first_index: int = 0
     cuts: tuple[int, ...] = ()            # clip indices where a new shot starts
     read_frames: object = None            # callable(clip indices) -> frames, for pre-/post-roll
+    # Which pixels read_frames returns (the sequence's key): the same face set can be swapped twice
+    # (a second swap stage over swapped frames), and anything cached from the frames must tell them apart.
+    frames_key: str | None = None

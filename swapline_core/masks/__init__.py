@@ -121,10 +121,12 @@ _VIEWS: OrderedDict = OrderedDict()
 _VIEWS_MAX = 64
 
 
-def _view_key(faceset, clip_index: int, face: Face, use_lm: bool, radius: int, cuts) -> tuple | None:
-    if faceset is None or face.track_id is None:
+def _view_key(faceset, frames_key, clip_index: int, face: Face, use_lm: bool, radius: int, cuts) -> tuple | None:
+    # Without the frames' key a view could not tell the original frames from the same clip already
+    # swapped once (same face set, same boxes): a second swap stage would mask with stale views.
+    if faceset is None or face.track_id is None or frames_key is None:
         return None
-    return (id(faceset), clip_index, int(face.track_id), use_lm, radius, tuple(cuts),
+    return (id(faceset), frames_key, clip_index, int(face.track_id), use_lm, radius, tuple(cuts),
             np.asarray(face.bbox, np.float64).tobytes(), np.asarray(face.kps, np.float64).tobytes())
 
 
@@ -153,6 +155,7 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     and medians draw on. Every view depends on its own frame only."""
     faceset = getattr(context, "faces", None)
     reader = getattr(context, "read_frames", None)
+    frames_key = getattr(context, "frames_key", None)
     analyzer = getattr(faceset, "analyzer", None)
     # Landmarks locate the skin samples better than five points (glasses frames sit right under
     # the eyes), but every view must be made the same way, roll frames included.
@@ -161,8 +164,8 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     cache = faceset is not None and reader is not None and radius > 0 and (roll_lm or not use_lm)
     views = []
     for it in items:
-        k = _view_key(faceset, first + it.i, it.face, use_lm, radius, cuts) if cache and key_of(it.face) is not None \
-            else None
+        k = _view_key(faceset, frames_key, first + it.i, it.face, use_lm, radius, cuts) \
+            if cache and key_of(it.face) is not None else None
         v = _cached(k, faceset)
         if v is None:
             v = builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
@@ -188,7 +191,7 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
             continue
         for f in faceset.frames[i].faces:
             if key_of(f) in keys:
-                k = _view_key(faceset, i, f, use_lm, radius, cuts)
+                k = _view_key(faceset, frames_key, i, f, use_lm, radius, cuts)
                 v = _cached(k, faceset)
                 if v is not None:
                     pool.append(v)

@@ -243,7 +243,7 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
                     skipped_frames[cat].add(first + k)
 
     def compute(frames, chunk_faces, report, first):
-        ctx = ClipContext(faces, first, tuple(faces.cuts), read_frames=seq.read_frames)
+        ctx = ClipContext(faces, first, tuple(faces.cuts), read_frames=seq.read_frames, frames_key=seq.key)
         res = swap_chunk(swapper, analyzer, frames, chunk_faces, source, opts, context=ctx, timings=report.seconds)
         # Only what reports need: the patch info (hulls, sizes) stays out of the stored chunk.
         slim = [[{k: v for k, v in rec.items() if k in ("status", "reason", "track_id", "bbox")} for rec in row]

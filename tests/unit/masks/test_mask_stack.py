@@ -380,3 +380,25 @@ def test_neural_swapper_with_five_points_only(source, clip):
     kept = (_changed(res.frames[0], img)[sel] <= TOL).mean()
     print(f"\n[masks] inswapper stand-in, five points only: {kept:.1%} of the eye bar kept")
     assert sel.sum() > 100 and kept >= 0.98
+
+
+def test_second_swap_over_swapped_frames_uses_their_pixels(analyzer, source, tmp_path):
+    """A second swap stage over already swapped frames with the same face set (same boxes, same
+    tracks) must mask from the swapped pixels, not from views cached while swapping the originals:
+    warm caches give the same frames as cold ones."""
+    from swapline_core import masks as mask_pkg
+
+    seq = FrameSequence.open(str(CLIP), count=N, chunk=6)
+    faces, _ = pipeline.track_faces(seq, analyzer, str(tmp_path / "t"), pipeline.Hooks(), mode="largest")
+
+    def swap(inp, store):
+        out, _ = pipeline.swap_frames(inp, faces, source, ClassicalSwapper(), analyzer, str(store),
+                                      pipeline.Hooks(), SwapOptions(masks=MaskOptions(temporal=2)))
+        return out
+
+    once = swap(seq, tmp_path / "a")
+    warm = [f for _, ch in swap(once, tmp_path / "b").iter_chunks() for f in ch]
+    mask_pkg._VIEWS.clear()
+    cold = [f for _, ch in swap(once, tmp_path / "c").iter_chunks() for f in ch]
+    assert len(warm) == len(cold) == N
+    assert all(np.array_equal(a, b) for a, b in zip(warm, cold))
