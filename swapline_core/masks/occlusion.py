@@ -10,6 +10,7 @@ light shaded skin is as red in Lab as a red object, so a second test flags satur
 hue is redder than any of the skin samples' (``redder_than_skin``; not on the lips, which are). A blob that
 stays inside a feature zone is the feature itself and is swapped, and so is a small blob wholly
 inside the face (a specular highlight): occluders enter from the face's rim or cover much of it.
+A larger blob brighter than the skin whose edge fades in (sunlit skin, ``_glare``) is swapped too.
 Glasses frames and their lenses are told apart in ``glasses``.
 
 What it cannot see (measured in tests/unit/masks): an occluder of the same colour as the skin (a
@@ -237,9 +238,11 @@ def feature_zones(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray
     return z.astype(bool)
 
 
-def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0) -> np.ndarray:
+def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0,
+                  light: np.ndarray | None = None, skin_l: float | None = None) -> np.ndarray:
     """Hard occluder map (bool) inside ``inside`` (the face's paste area), from the squared
-    skin distance ``d2`` (``SkinModel.distance2``)."""
+    skin distance ``d2`` (``SkinModel.distance2``). ``light`` (Lab lightness on the same map)
+    and ``skin_l`` (the lit skin tone's) let ``_glare`` tell sunlit skin from a bright object."""
     thresh = (4.5 / max(sensitivity, 1e-3)) ** 2
     d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 2.0)    # edges that do not crawl with noise
     cand = ((d2 > thresh) & inside).astype(np.uint8)
@@ -259,11 +262,53 @@ def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensiti
     touches = np.bincount(labels[cand.astype(bool) & rim], minlength=n) > 0
     occ &= touches | (comp >= 0.03 * area)
     occ[0] = False
+    if light is not None and skin_l is not None and occ.any():
+        occ &= ~_glare(labels, n, occ, light, skin_l, inside)
     mask = occ[labels]
     # Lens glare or a speck of skin colour inside an occluder is still the occluder.
     k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
     mask = cv2.morphologyEx(mask.astype(np.uint8), cv2.MORPH_CLOSE, k).astype(bool) & inside
     return mask
+
+
+GLARE_LIGHTER = 8.0      # L above the lit skin tone from which a blob may be glare (``_glare``)
+GLARE_WIDTH = 2.5        # px at work scale: a rise from the skin wider than this is light, not an edge
+
+
+def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: np.ndarray, skin_l: float,
+           inside: np.ndarray) -> np.ndarray:
+    """Per component: True where a candidate is sunlit or specular skin, not an object.
+
+    A hot highlight (the kling clip's sunlit forehead: L 80 against lit skin at 67, near
+    neutral) is far from the skin's colour model and, large and reaching the hairline, passes
+    the rim and size rules; cut as an occluder it showed the target's pale forehead through the
+    swap as a blob. Light fades in over many pixels, an object's edge is a step: the width of a
+    bright blob's rise is the area between its 25 % and 75 % lightness contours (of its excess
+    over the skin) per pixel of its 50 % contour. Measured at work scale with ``light`` voted
+    over the track's window: 2.9-4.5 px for that highlight over 48 frames, 2.0 for a sharp
+    white bandage composited on the same forehead (tests/unit/masks/test_mask_stack.py), ~1.4
+    for an ideal step blurred as ``lab`` blurs. What it cannot see: a bright object out of
+    focus, whose edge is as soft as light's, is swapped over."""
+    out = np.zeros(n, bool)
+    lit = np.nan_to_num(light.astype(np.float32, copy=False), nan=float(skin_l))
+    counts = np.maximum(np.bincount(labels.ravel(), minlength=n), 1)
+    mean_l = np.bincount(labels.ravel(), lit.ravel(), minlength=n) / counts
+    idx = np.flatnonzero(occ)
+    idx = idx[mean_l[idx] > skin_l + GLARE_LIGHTER]
+    if not len(idx):
+        return out
+    near = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (15, 15))
+    for j in idx:
+        blob = (labels == j).astype(np.uint8)
+        peak = float(np.percentile(lit[blob > 0], 90)) - skin_l
+        around = (cv2.dilate(blob, near) > 0) & inside
+        a25 = int((around & (lit > skin_l + 0.25 * peak)).sum())
+        a75 = int((around & (lit > skin_l + 0.75 * peak)).sum())
+        half = (around & (lit > skin_l + 0.5 * peak)).astype(np.uint8)
+        perim = int((half & (cv2.erode(half, np.ones((3, 3), np.uint8)) == 0)).sum())
+        width = (a25 - a75) / max(perim, 1)
+        out[j] = width > GLARE_WIDTH
+    return out
 
 
 def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 # 6: the mask stack, guards, small-face crops, QA expression profiles and the classical swap's
 # colour transfer and source occlusion (issue 13) all changed outputs after 5.
 # 7: the classical swap's source occlusion also judges the cheeks (strands of hair).
-ALGORITHM_VERSION = 7
+ALGORITHM_VERSION = 8
 
 
 def stage_key(*parts) -> str:

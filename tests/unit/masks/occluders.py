@@ -52,6 +52,18 @@ def microphone(shape, lm):
     return m.astype(bool), (40, 40, 45)
 
 
+def forehead_band(shape, lm):
+    """A white bandage across the forehead above the brows (bright like sunlit skin, but with
+    an object's sharp edges: what a glare rule must not swallow)."""
+    m = np.zeros(shape, np.uint8)
+    iod = np.linalg.norm(lm[42:48].mean(0) - lm[36:42].mean(0))
+    brows = lm[17:27]
+    y = brows[:, 1].min() - 0.45 * iod
+    x0, x1 = lm[0, 0] - 0.2 * iod, lm[16, 0] + 0.2 * iod
+    cv2.rectangle(m, tuple(_pts([x0, y - 0.2 * iod])), tuple(_pts([x1, y + 0.2 * iod])), 1, -1)
+    return m.astype(bool), (240, 240, 236)
+
+
 def composite(frame, mask, colour, texture: float = 4.0, seed: int = 0):
     """Paint ``colour`` with a little noise (real occluders are not flat) where ``mask``."""
     rng = np.random.default_rng(seed)

@@ -86,6 +86,9 @@ OCCLUDERS = {
     "dark_hand": lambda shape, lm: occ.hand(shape, lm, (95, 62, 48)),
     "blue_glove": lambda shape, lm: occ.hand(shape, lm, (60, 90, 170)),
     "microphone": lambda shape, lm: occ.microphone(shape, lm),
+    # bright objects: as far above the skin's lightness as sunlit skin, but with sharp edges
+    "white_glove": lambda shape, lm: occ.hand(shape, lm, (238, 236, 232)),
+    "white_bandage": lambda shape, lm: occ.forehead_band(shape, lm),
 }
 
 
