@@ -146,14 +146,16 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         lm = None if it.lm is None else it.lm * s
         if opts.builtin_occlusion:
             zones = occ.feature_zones(shape, lm, it.kps * s)
-            # Lightness voted on like the skin distance: glare is judged from its shape, which
-            # must not flip with one frame's noise.
-            light = np.nan_to_num(temporal.warp_by(view.lab[..., 0], mats[id(view)], shape), copy=False,
-                                  nan=float(view.model.means[:, 0].max()))
-            light = temporal.median(light, [temporal.warp_by(v.lab[..., 0], mats[id(v)], shape) for v in group[1:]],
-                                    scratch=True)
-            cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, light,
-                                    float(view.model.means[:, 0].max()))
+            skin_l = float(view.model.means[:, 0].max())
+            own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
+
+            def voted(own_l=own_l, group=group, mats=mats, shape=shape, skin_l=skin_l):
+                # Lightness voted on like the skin distance: glare is judged from its shape,
+                # which must not flip with one frame's noise.
+                own = np.nan_to_num(own_l, nan=skin_l)
+                return temporal.median(own, [temporal.warp_by(v.lab[..., 0], mats[id(v)], shape) for v in group[1:]],
+                                       scratch=True)
+            cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, occ.Light(own_l, skin_l, voted))
             ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
                 ring = _ring(view, group, shape, mats) & inside

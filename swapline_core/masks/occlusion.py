@@ -20,6 +20,7 @@ What the glasses test cannot see: ``glasses``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -238,11 +239,20 @@ def feature_zones(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray
     return z.astype(bool)
 
 
+@dataclass
+class Light:
+    """Lab lightness on an occluder map, for ``_glare``: this frame's (``own``), the track's
+    window's vote (``voted``, computed only when a bright blob asks for it) and the lit skin's."""
+    own: np.ndarray
+    skin_l: float
+    voted: Callable[[], np.ndarray] | None = None
+
+
 def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0,
-                  light: np.ndarray | None = None, skin_l: float | None = None) -> np.ndarray:
+                  light: Light | None = None) -> np.ndarray:
     """Hard occluder map (bool) inside ``inside`` (the face's paste area), from the squared
-    skin distance ``d2`` (``SkinModel.distance2``). ``light`` (Lab lightness on the same map)
-    and ``skin_l`` (the lit skin tone's) let ``_glare`` tell sunlit skin from a bright object."""
+    skin distance ``d2`` (``SkinModel.distance2``). ``light`` lets ``_glare`` tell sunlit skin
+    from a bright object."""
     thresh = (4.5 / max(sensitivity, 1e-3)) ** 2
     d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 2.0)    # edges that do not crawl with noise
     cand = ((d2 > thresh) & inside).astype(np.uint8)
@@ -262,8 +272,8 @@ def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensiti
     touches = np.bincount(labels[cand.astype(bool) & rim], minlength=n) > 0
     occ &= touches | (comp >= 0.03 * area)
     occ[0] = False
-    if light is not None and skin_l is not None and occ.any():
-        occ &= ~_glare(labels, n, occ, light, skin_l, inside)
+    if light is not None and occ.any():
+        occ &= ~_glare(labels, n, occ, light, inside)
     mask = occ[labels]
     # Lens glare or a speck of skin colour inside an occluder is still the occluder.
     k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
@@ -275,8 +285,7 @@ GLARE_LIGHTER = 8.0      # L above the lit skin tone from which a blob may be gl
 GLARE_WIDTH = 2.5        # px at work scale: a rise from the skin wider than this is light, not an edge
 
 
-def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: np.ndarray, skin_l: float,
-           inside: np.ndarray) -> np.ndarray:
+def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: Light, inside: np.ndarray) -> np.ndarray:
     """Per component: True where a candidate is sunlit or specular skin, not an object.
 
     A hot highlight (the kling clip's sunlit forehead: L 80 against lit skin at 67, near
@@ -290,13 +299,16 @@ def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: np.ndarray, skin_
     for an ideal step blurred as ``lab`` blurs. What it cannot see: a bright object out of
     focus, whose edge is as soft as light's, is swapped over."""
     out = np.zeros(n, bool)
-    lit = np.nan_to_num(light.astype(np.float32, copy=False), nan=float(skin_l))
+    skin_l = light.skin_l
+    lit = np.nan_to_num(light.own.astype(np.float32, copy=False), nan=skin_l)
     counts = np.maximum(np.bincount(labels.ravel(), minlength=n), 1)
     mean_l = np.bincount(labels.ravel(), lit.ravel(), minlength=n) / counts
     idx = np.flatnonzero(occ)
     idx = idx[mean_l[idx] > skin_l + GLARE_LIGHTER]
     if not len(idx):
         return out
+    if light.voted is not None:
+        lit = np.nan_to_num(light.voted().astype(np.float32, copy=False), nan=skin_l)
     near = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (15, 15))
     for j in idx:
         blob = (labels == j).astype(np.uint8)

@@ -33,7 +33,7 @@ def _masks(img, with_light: bool):
     inside, zones = np.ones(d2.shape, bool), np.zeros(d2.shape, bool)
     if not with_light:
         return occ.occluder_mask(d2, inside, zones)
-    return occ.occluder_mask(d2, inside, zones, light=lab[..., 0], skin_l=float(model.means[:, 0].max()))
+    return occ.occluder_mask(d2, inside, zones, light=occ.Light(lab[..., 0], float(model.means[:, 0].max())))
 
 
 def test_soft_highlight_is_swapped_and_a_white_object_is_not():
