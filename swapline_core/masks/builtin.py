@@ -149,12 +149,12 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             skin_l = float(view.model.means[:, 0].max())
             own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
 
-            def voted(own_l=own_l, group=group, mats=mats, shape=shape, skin_l=skin_l):
-                # Lightness voted on like the skin distance: glare is judged from its shape,
-                # which must not flip with one frame's noise.
-                own = np.nan_to_num(own_l, nan=skin_l)
-                return temporal.median(own, [temporal.warp_by(v.lab[..., 0], mats[id(v)], shape) for v in group[1:]],
-                                       scratch=True)
+            def voted(x0, y0, x1, y1, own_l=own_l, group=group, mats=mats, skin_l=skin_l):
+                # Lightness voted on like the skin distance (in the box asked for): glare is
+                # judged from its shape, which must not flip with one frame's noise.
+                own = np.nan_to_num(own_l[y0:y1, x0:x1], nan=skin_l)
+                return temporal.median(own, [temporal.warp_by(v.lab[..., 0], _shifted(mats[id(v)], x0, y0),
+                                                              (y1 - y0, x1 - x0)) for v in group[1:]], scratch=True)
             cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, occ.Light(own_l, skin_l, voted))
             ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
@@ -191,6 +191,13 @@ def _ring(view: SkinView, group: list[SkinView], shape, mats: dict, attr: str = 
     own = np.nan_to_num(warped(view), copy=False)
     others = [warped(v) for v in group[1:]]
     return temporal.median(own, others, scratch=True) > 0.5     # the warped maps are ours
+
+
+def _shifted(m: np.ndarray, x0: int, y0: int) -> np.ndarray:
+    """A map -> map transform onto the box of the destination map starting at (x0, y0)."""
+    out = m.copy()
+    out[:, 2] -= (x0, y0)
+    return out
 
 
 def _up(hard: np.ndarray, shape) -> np.ndarray:

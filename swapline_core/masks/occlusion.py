@@ -242,10 +242,11 @@ def feature_zones(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray
 @dataclass
 class Light:
     """Lab lightness on an occluder map, for ``_glare``: this frame's (``own``), the track's
-    window's vote (``voted``, computed only when a bright blob asks for it) and the lit skin's."""
+    window's vote (``voted(x0, y0, x1, y1)``: that box of the map, computed only where a bright
+    blob asks for it) and the lit skin's."""
     own: np.ndarray
     skin_l: float
-    voted: Callable[[], np.ndarray] | None = None
+    voted: Callable[[int, int, int, int], np.ndarray] | None = None
 
 
 def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0,
@@ -273,7 +274,7 @@ def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensiti
     occ &= touches | (comp >= 0.03 * area)
     occ[0] = False
     if light is not None and occ.any():
-        occ &= ~_glare(labels, n, occ, light, inside)
+        occ &= ~_glare(labels, stats, occ, light, inside)
     mask = occ[labels]
     # Lens glare or a speck of skin colour inside an occluder is still the occluder.
     k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
@@ -285,7 +286,7 @@ GLARE_LIGHTER = 8.0      # L above the lit skin tone from which a blob may be gl
 GLARE_WIDTH = 2.5        # px at work scale: a rise from the skin wider than this is light, not an edge
 
 
-def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: Light, inside: np.ndarray) -> np.ndarray:
+def _glare(labels: np.ndarray, stats: np.ndarray, occ: np.ndarray, light: Light, inside: np.ndarray) -> np.ndarray:
     """Per component: True where a candidate is sunlit or specular skin, not an object.
 
     A hot highlight (the kling clip's sunlit forehead: L 80 against lit skin at 67, near
@@ -298,6 +299,7 @@ def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: Light, inside: np
     white bandage composited on the same forehead (tests/unit/masks/test_mask_stack.py), ~1.4
     for an ideal step blurred as ``lab`` blurs. What it cannot see: a bright object out of
     focus, whose edge is as soft as light's, is swapped over."""
+    n = len(stats)
     out = np.zeros(n, bool)
     skin_l = light.skin_l
     lit = np.nan_to_num(light.own.astype(np.float32, copy=False), nan=skin_l)
@@ -307,16 +309,27 @@ def _glare(labels: np.ndarray, n: int, occ: np.ndarray, light: Light, inside: np
     idx = idx[mean_l[idx] > skin_l + GLARE_LIGHTER]
     if not len(idx):
         return out
+    # Each blob is judged within its box grown by the 7-px reach of ``near`` (+1): the same
+    # values as over the whole map, at a fraction of the cost.
+    h, w = labels.shape
+    x, y, bw, bh = (stats[idx, c] for c in (cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT))
+    boxes = np.stack([np.maximum(x - 8, 0), np.maximum(y - 8, 0),
+                      np.minimum(x + bw + 8, w), np.minimum(y + bh + 8, h)], 1)
+    ox0, oy0 = boxes[:, :2].min(0)
+    ox1, oy1 = boxes[:, 2:].max(0)
     if light.voted is not None:
-        lit = np.nan_to_num(light.voted().astype(np.float32, copy=False), nan=skin_l)
+        lit = lit.copy()
+        lit[oy0:oy1, ox0:ox1] = np.nan_to_num(light.voted(int(ox0), int(oy0), int(ox1), int(oy1)), nan=skin_l)
     near = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (15, 15))
-    for j in idx:
-        blob = (labels == j).astype(np.uint8)
-        peak = float(np.percentile(lit[blob > 0], 90)) - skin_l
-        around = (cv2.dilate(blob, near) > 0) & inside
-        a25 = int((around & (lit > skin_l + 0.25 * peak)).sum())
-        a75 = int((around & (lit > skin_l + 0.75 * peak)).sum())
-        half = (around & (lit > skin_l + 0.5 * peak)).astype(np.uint8)
+    for j, (x0, y0, x1, y1) in zip(idx, boxes):
+        win = np.s_[y0:y1, x0:x1]
+        blob = (labels[win] == j).astype(np.uint8)
+        lw = lit[win]
+        peak = float(np.percentile(lw[blob > 0], 90)) - skin_l
+        around = (cv2.dilate(blob, near) > 0) & inside[win]
+        a25 = int((around & (lw > skin_l + 0.25 * peak)).sum())
+        a75 = int((around & (lw > skin_l + 0.75 * peak)).sum())
+        half = (around & (lw > skin_l + 0.5 * peak)).astype(np.uint8)
         perim = int((half & (cv2.erode(half, np.ones((3, 3), np.uint8)) == 0)).sum())
         width = (a25 - a75) / max(perim, 1)
         out[j] = width > GLARE_WIDTH
