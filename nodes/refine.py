@@ -45,7 +45,8 @@ class RefineFrames(io.ComfyNode):
                         "tracked face is aligned, encoded, re-sampled at low denoise with the face ControlNet "
                         "(hint from its landmarks, per-block schedule, face mask) and pasted back; only changed "
                         "pixels are stored and an interrupted run resumes at the first missing chunk. The same "
-                        "steps as the face_refine workflow, for clips too long for one IMAGE batch.",
+                        "steps as the face_refine workflow, for clips too long for one IMAGE batch. Faces the swap refused "
+                        "(guards, the swapper's limits) are left as they were.",
             inputs=[
                 Frames.Input("frames", tooltip="The frame sequence (e.g. from Swap Faces in Frames)."),
                 Faces.Input("faces", tooltip="Tracked faces of the same frames (Track Faces)."),
@@ -114,9 +115,14 @@ class RefineFrames(io.ComfyNode):
                         model_stamp(analyzer) if lacking else None, settings)
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
-        refined = [0]
+        refined, left = [0], [0]
+        # Faces the swap refused stay as they were (their refusal is in frames' swap layers,
+        # which frames.key covers, so the key needs nothing more).
+        refusals = pipeline.swap_refusals(frames)
 
         def compute(chunk, chunk_faces, report, first_index):
+            chunk_faces, n = pipeline.without_refused(chunk_faces, first_index, refusals)
+            left[0] += n
             if lacking:
                 face_refine.add_missing_landmarks(analyzer, chunk, chunk_faces)
             jobs = face_refine.prepare(chunk, chunk_faces, first_index, size, template,
@@ -136,6 +142,7 @@ class RefineFrames(io.ComfyNode):
         except face_hint.HintError as exc:
             raise SwaplineError(str(exc)) from exc
         report.extra["faces_refined"] = refined[0]
+        report.extra["faces_left_as_refused"] = left[0]
         models = cls._model_files(use_control)
         record = StageRecord("refine", "diffusion refine (Stable Diffusion img2img at low denoise"
                              + (", face ControlNet)" if use_control else ", no ControlNet)"), "trained", models,
@@ -143,7 +150,8 @@ class RefineFrames(io.ComfyNode):
                               ("denoise", round(denoise, 4)), ("seed", seed)))
         out = frames.with_layer(Layer("refine", str(store.dir.parent), key, models, (record,)))
         text = (f"refined {refined[0]} face crop(s) in {report.chunks_total - report.chunks_resumed} chunk(s); "
-                f"{report.chunks_resumed} chunk(s) resumed from the cache")
+                f"{report.chunks_resumed} chunk(s) resumed from the cache"
+                + (f"; {left[0]} face(s) the swap refused left as they were" if left[0] else ""))
         return io.NodeOutput(out, text, ui={"text": [text]})
 
     @classmethod

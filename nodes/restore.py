@@ -177,7 +177,8 @@ class RestoreFrames(io.ComfyNode):
             category=f"{CATEGORY}/video",
             description="Restores the tracked faces of a frame sequence chunk by chunk, after the swap. Only "
                         "changed pixels are stored, per chunk, on disk; re-queuing after an interrupt reuses "
-                        "finished chunks. The frame count never changes.",
+                        "finished chunks. The frame count never changes. Faces the swap refused (guards, "
+                        "the swapper's limits) are left as they were.",
             inputs=[
                 Frames.Input("frames", tooltip="Frame sequence (e.g. from Swap Faces in Frames)."),
                 Faces.Input("faces", tooltip="From Track Faces (same frames)."),

@@ -11,14 +11,14 @@ from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
 from ..swapline_core.backends.swappers.families import FAMILIES
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
-from ..swapline_core.guards import GuardOptions
+from ..swapline_core.guards import GuardOptions, Refusals
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
 from ..swapline_core.masks.preview import draw_stack
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
 from ..swapline_core.types import FaceSet
 from ..swapline_core.video.stages import swap_stage_records
 from . import image_provenance, model_paths
-from .convert import check_interrupt, progress, to_arrays, to_image, to_mask
+from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, FaceModel, Faces, MaskOptions, Swapper
 
 CLASSICAL = "builtin classical (landmark warp, no download)"
@@ -206,6 +206,7 @@ class SwapFaces(io.ComfyNode):
         opts = SwapOptions(color_match=color_match, masks=mask_options or CoreMaskOptions(),
                            guards=guard_options(guards, max_yaw))
         out, masks, records, previews = [], [], [], []
+        refusals = Refusals()
         for s in range(0, len(frames), CHUNK):
             check_interrupt()
             res = swap_chunk(swapper, faces.analyzer, frames[s:s + CHUNK], per_frame[s:s + CHUNK], face_model, opts)
@@ -213,11 +214,15 @@ class SwapFaces(io.ComfyNode):
             masks += [union_mask(f.shape[:2], ps) for f, ps in zip(res.frames, res.patches)]
             previews += [draw_stack(f, ps) for f, ps in zip(frames[s:s + CHUNK], res.patches)]
             records += res.records
+            refusals.add(s, res.records)
             pbar.update(len(res.frames))
         report = json.dumps([{"frame": i, "status": _frame_status(r), "faces": r} for i, r in enumerate(records)])
         result = to_image(out)
         image_provenance.extend(images, result, swap_stage_records(swapper, faces.analyzer, opts))
-        return io.NodeOutput(result, to_mask(masks), report, to_image(previews))
+        # The refused faces (left untouched) with their reasons, for the editor's status line and
+        # for API users reading the history: a refusal must be seen, not only be in `records`.
+        return io.NodeOutput(result, to_mask(masks), report, to_image(previews),
+                             ui=preview_ui(cls, swap=refusals.to_json()))
 
 
 def _frame_status(records: list[dict]) -> str:

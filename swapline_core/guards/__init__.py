@@ -9,7 +9,8 @@ A refused face is left untouched; ``swap.chunk`` records ``{"status": "skipped",
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
 
 from . import competence as _competence
 from . import plausibility as _plaus
@@ -35,6 +36,35 @@ class GuardOptions:
 
 def reason_category(reason: str) -> str:
     return reason.split(":", 1)[0].strip() or "unknown"
+
+
+@dataclass
+class Refusals:
+    """The refused faces of a swap's records, by reason category: how many, on which frames, and
+    one full reason per category (what a report shows a user: "head turned: yaw 55.5 deg beyond
+    the classical_delaunay swapper's 45 deg")."""
+    count: dict = field(default_factory=lambda: defaultdict(int))
+    frames: dict = field(default_factory=lambda: defaultdict(set))
+    example: dict = field(default_factory=dict)
+    swapped: int = 0
+
+    def add(self, first: int, records) -> None:
+        """``records``: per frame, the face records of ``swap.chunk`` (frame ``first`` onwards)."""
+        for k, row in enumerate(records):
+            for rec in row:
+                if rec.get("status") == "skipped":
+                    reason = rec.get("reason", "unknown")
+                    cat = reason_category(reason)
+                    self.count[cat] += 1
+                    self.frames[cat].add(first + k)
+                    self.example.setdefault(cat, reason)
+                elif rec.get("status") == "swapped":
+                    self.swapped += 1
+
+    def to_json(self) -> dict:
+        return {"faces_swapped": self.swapped, "skipped": dict(self.count),
+                "skipped_frames": {k: sorted(v) for k, v in self.frames.items()},
+                "skipped_reasons": dict(self.example)}
 
 
 def competence_for(swapper, opts: GuardOptions):

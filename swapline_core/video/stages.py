@@ -19,7 +19,7 @@ import numpy as np
 from ..backends.cache import file_sha256, loaded_model_files
 from ..faces.paste import apply_patches
 from ..faces.tracking import FaceTracker
-from ..guards import reason_category
+from ..guards import Refusals
 from ..metrics import observe_stage
 from ..provenance.method import StageRecord, restore_record, swap_record
 from ..swap.chunk import SwapOptions, swap_chunk
@@ -231,16 +231,7 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
     opts = opts or SwapOptions()
     key = stage_key("swap", seq.key, faces_key(faces), stage_key(source.embedding.round(5).tolist()),
                     swapper.name, model_stamp(swapper), opts.to_json(), getattr(swapper, "settings", None))
-    skipped: dict[str, int] = defaultdict(int)
-    skipped_frames: dict[str, set] = defaultdict(set)
-
-    def count(first, records):
-        for k, row in enumerate(records):
-            for rec in row:
-                if rec.get("status") == "skipped":
-                    cat = reason_category(rec.get("reason", "unknown"))
-                    skipped[cat] += 1
-                    skipped_frames[cat].add(first + k)
+    refusals = Refusals()
 
     def compute(frames, chunk_faces, report, first):
         ctx = ClipContext(faces, first, tuple(faces.cuts), read_frames=seq.read_frames, frames_key=seq.key)
@@ -251,9 +242,8 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
         return res.patches, res.frames, slim
 
     store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, **opts.to_json()},
-                                 store_root, hooks, compute, on_records=count)
-    report.extra["skipped"] = dict(skipped)
-    report.extra["skipped_frames"] = {k: sorted(v) for k, v in skipped_frames.items()}
+                                 store_root, hooks, compute, on_records=refusals.add)
+    report.extra.update(refusals.to_json())
     records = swap_stage_records(swapper, faces.analyzer, opts)
     models = tuple(m for r in records for m in r.models)
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models, records)), report
@@ -294,15 +284,32 @@ def swap_refusals(seq: FrameSequence) -> dict[int, dict]:
     return out
 
 
+def without_refused(chunk_faces, first: int, refusals: dict[int, dict]) -> tuple[list[list], int]:
+    """A chunk's faces less those a swap stage refused (``swap_refusals``), and how many were left
+    out. A face the swap left as it was stays as it was: restoring or refining it would change the
+    target's own face, which nobody asked for, where the swap said it could not do its part."""
+    kept, dropped = [], 0
+    for k, fs in enumerate(chunk_faces):
+        refused = refusals.get(first + k, {})
+        row = [f for f in fs if f.track_id is None or int(f.track_id) not in refused]
+        dropped += len(fs) - len(row)
+        kept.append(row)
+    return kept, dropped
+
+
 def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str, hooks: Hooks,
                    *, weight: float = 1.0, batch: int = 4) -> tuple[FrameSequence, StageReport]:
-    """Restore the tracked faces of every frame (on top of any swap layer); adds a restore layer."""
-    # ``batch`` is left out of the key: it changes speed and memory, not the result.
+    """Restore the tracked faces of every frame (on top of any swap layer) except those the swap
+    refused (``report.extra["faces_left_as_refused"]``); adds a restore layer."""
+    # ``batch`` is left out of the key: it changes speed and memory, not the result. The refusals
+    # need no place in it: they are read from the swap layers, which ``seq.key`` covers.
     key = stage_key("restore", seq.key, faces_key(faces), restorer.name, model_stamp(restorer),
                     round(float(weight), 4), getattr(restorer, "settings", None))
-    restored = [0]
+    restored, refusals, left = [0], swap_refusals(seq), [0]
 
-    def compute(frames, chunk_faces, report, _first):
+    def compute(frames, chunk_faces, report, first):
+        chunk_faces, n = without_refused(chunk_faces, first, refusals)
+        left[0] += n
         patches = _timed(report, "restore", restorer.restore, frames, chunk_faces, weight=weight, batch=batch,
                          check_interrupt=hooks.check_interrupt)
         restored[0] += sum(len(ps) for ps in patches)
@@ -312,6 +319,7 @@ def restore_frames(seq: FrameSequence, faces: FaceSet, restorer, store_root: str
     store, report = patch_stage(seq, faces, "restore", key, {"restorer": restorer.name, "weight": weight},
                                  store_root, hooks, compute)
     report.extra["faces_restored"] = restored[0]
+    report.extra["faces_left_as_refused"] = left[0]
     models = tuple(loaded_model_files(restorer))
     return seq.with_layer(Layer("restore", str(store.dir.parent), key, models,
                                 (restore_record(restorer, models),))), report

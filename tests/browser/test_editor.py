@@ -77,7 +77,9 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         qa = ui[qa_id]
         assert qa["qa_frames"] == len(sent["frames"]) == sent["summary"]["frames"] == frames
         assert qa["has_chart"] and qa["qa_decision"] == sent["decision"]
-        assert qa["status"]["qa"] == f"{sent['decision']}: {sent['summary']['fail']} failing frame(s)"
+        untouched = sum(sent["summary"]["faces_skipped"].values())
+        assert qa["status"]["qa"] == f"{sent['decision']}: {sent['summary']['fail']} failing frame(s)" + (
+            f" · {untouched} face(s) refused by the swap, left untouched" if untouched else "")
         signing = outputs[str(sink_id)]["swapline_signing"][0]
         assert ui[sink_id]["status"]["signing"].startswith(signing["status"])
         assert signing["status"] == "dev certificate" and signing["results"][0]["signed"]
@@ -90,6 +92,15 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         assert ui[sel_id]["status"]["selection"].startswith("#0: ")
         save_id = node_id_of(res, "SaveImage")
         editor.wait_for("(id) => (app.graph.getNodeById(id).imgs || []).length > 0", save_id)
+
+    if name != "face_refine":
+        # the swap node says how many faces it swapped and how many it left untouched, and why
+        swap_id = next(node_id_of(res, t) for t in ("SwaplineSwapFrames", "SwaplineSwapFaces")
+                       if t in {n["type"] for n in res["loaded"]["nodes"]})
+        rep = outputs[str(swap_id)]["swapline_swap"][0]
+        status = ui[swap_id]["status"]["swap"]
+        assert status.startswith(f"{rep['faces_swapped']} face(s) swapped"), (status, rep)
+        assert ("left untouched" in status) == bool(rep["skipped"]), (status, rep)
 
     # our status/chart widgets never end up in a saved workflow or in the queued prompt
     shipped = {n["id"]: n for n in json.loads((WORKFLOWS / f"{name}.json").read_text())["nodes"]}

@@ -211,6 +211,16 @@ function swaplineSelectFrame(node, x) {
   return frame;
 }
 
+// "12 face(s) swapped · 3 left untouched (head turned 2, too small 1)"; the full reason of one
+// refusal per kind is in the node's report (and the history's swapline_swap.skipped_reasons).
+function swapText(s) {
+  const skipped = Object.entries(s?.skipped || {});
+  const n = skipped.reduce((a, [, v]) => a + v, 0);
+  let text = `${s?.faces_swapped ?? "?"} face(s) swapped`;
+  if (n) text += ` · ${n} left untouched (` + skipped.map(([k, v]) => `${k} ${v}`).join(", ") + ")";
+  return text;
+}
+
 app.registerExtension({
   name: "swapline.ui",
   async beforeRegisterNodeDef(nodeType, nodeData) {
@@ -224,10 +234,16 @@ app.registerExtension({
         statusWidget(this, "signing").value = `${s.status}` + (r?.state ? ` · ${r.state}` : "") +
           (r?.error ? ` (${r.error})` : "");
       }
+      if (message?.swapline_swap) {
+        // Swap Faces / Swap Faces in Frames: refused faces are left untouched, and said so here.
+        statusWidget(this, "swap").value = swapText(message.swapline_swap[0]);
+      }
       if (message?.swapline_qa) {
         this.swaplineQA = message.swapline_qa[0];
+        const untouched = Object.values(this.swaplineQA.summary?.faces_skipped || {}).reduce((a, v) => a + v, 0);
         statusWidget(this, "qa").value = `${this.swaplineQA.decision}: ` +
-          `${this.swaplineQA.summary?.fail ?? 0} failing frame(s)`;
+          `${this.swaplineQA.summary?.fail ?? 0} failing frame(s)` +
+          (untouched ? ` · ${untouched} face(s) refused by the swap, left untouched` : "");
         qaChartWidget(this);
       }
       if (message?.swapline_selection) {

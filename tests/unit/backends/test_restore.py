@@ -210,3 +210,36 @@ def test_restore_frames_stage_resumes(inverter, tmp_path):
     assert report2.chunks_resumed == 2 and len(inverter.module.calls) == calls and out2.key == out.key
     with pytest.raises(ValueError, match="cover 2 frames"):
         pipeline.restore_frames(seq, FaceSet(faces.frames[:2]), inverter, str(tmp_path / "store"), pipeline.Hooks())
+
+
+def test_restore_leaves_the_faces_the_swap_refused(inverter, tmp_path):
+    """A face the swap refused (here: a yaw limit of 0.1 deg, so nearly every face) stays as it
+    was through the restore stage too; the others are restored."""
+    from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+    from swapline_core.backends.classical import ClassicalSwapper
+    from swapline_core.faces import identity as face_model
+    from swapline_core.guards import GuardOptions
+    from swapline_core.swap.chunk import SwapOptions
+    from swapline_core.video import stages as pipeline
+    from swapline_core.video.frames import FrameSequence
+
+    analyzer = BuiltinAnalyzer()
+    source = face_model.build_from_images(
+        analyzer, [np.array(Image.open(ROOT / "assets" / "samples" / "source_face.png").convert("RGB"))])
+    seq = FrameSequence.open(str(ROOT / "assets" / "samples" / "kling_avatar_clip.mp4"), count=8, chunk=4)
+    store = str(tmp_path / "store")
+    faces, _ = pipeline.track_faces(seq, analyzer, store, pipeline.Hooks(), mode="largest")
+    swapped, swap = pipeline.swap_frames(seq, faces, source, ClassicalSwapper(), analyzer, store, pipeline.Hooks(),
+                                         SwapOptions(guards=GuardOptions(max_yaw=0.1)))
+    refused = pipeline.swap_refusals(swapped)
+    n_refused = sum(len(v) for v in refused.values())
+    n_faces = sum(len(fr.faces) for fr in faces.frames)
+    assert n_refused == sum(swap.extra["skipped"].values()) > 0
+    out, report = pipeline.restore_frames(swapped, faces, inverter, store, pipeline.Hooks())
+    assert report.extra["faces_left_as_refused"] == n_refused
+    assert report.extra["faces_restored"] == n_faces - n_refused
+    before = [f for _, ch in swapped.iter_chunks() for f in ch]
+    after = [f for _, ch in out.iter_chunks() for f in ch]
+    for i, (a, b) in enumerate(zip(before, after)):
+        all_refused = len(refused.get(i, {})) == len(faces.frames[i].faces)
+        assert np.array_equal(a, b) == all_refused, i      # the inverter changes every face it restores
