@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from . import chroma, temporal
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
-from . import temporal
 
 MAX_SAMPLES = 2000          # skin samples per colour fit (2000 fit 4x faster than 8000, same tones)
 STRONG_SIGMA = 6.5          # skin distance this frame alone decides (the threshold is 4.5)
@@ -108,6 +108,11 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             v.hue_floor = float(occ.percentile1(h, 5)) if len(h) >= 30 else None
             if v.hue_floor is not None:
                 np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
+            # Sky, foliage, blue objects: a hue skin never has (chroma.py); not judged on the
+            # lips either (skin_view zeroes their saturation).
+            angle = chroma.skin_angle(x)
+            if angle is not None:
+                np.maximum(v.d2, chroma.off_hue(v.lab, *angle, v.sat > 0), out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
             v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)

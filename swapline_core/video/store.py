@@ -21,7 +21,10 @@ import numpy as np
 # 6: the mask stack, guards, small-face crops, QA expression profiles and the classical swap's
 # colour transfer and source occlusion (issue 13) all changed outputs after 5.
 # 7: the classical swap's source occlusion also judges the cheeks (strands of hair).
-ALGORITHM_VERSION = 8
+# 8: the built-in occluder tells sunlit skin from bright objects (occlusion._glare).
+# 9: colours skin never has are occluders (masks/chroma.py); restore and refine leave the faces
+#    the swap refused.
+ALGORITHM_VERSION = 9
 
 
 def stage_key(*parts) -> str:
