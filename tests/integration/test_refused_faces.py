@@ -31,10 +31,11 @@ NEURAL = {"image_swap", "video_swap", "video_swap_refine"}
 WORKFLOWS = ["image_swap_builtin", "image_swap", "video_swap_builtin", "video_swap_core_builtin", "video_swap",
              "video_swap_refine"]
 REFUSED = {"head turned", "eye hidden"}
-# Codec noise between the input clip and the re-encoded output, as the largest 9x9 mean of the grey
-# difference (measured 2-3 grey levels on these frames); the classical swap changes its face
-# region by tens of levels.
-NOISE = 6.0
+# The largest 25x25 mean of the grey difference between the input clip and the re-encoded output
+# (the face is ~60 px tall): codec noise only when the face is untouched (measured up to 5.0 on the
+# development machine; CI's encoder build gave ~30 % more in 9x9 windows), 38-60 where the face
+# was swapped (the same workflows with the guards off, classical and refine).
+NOISE = 12.0
 
 
 def _frames() -> list[np.ndarray]:
@@ -96,7 +97,7 @@ def _node(p: dict, *types: str) -> str:
 
 def _largest_local_change(a: np.ndarray, b: np.ndarray) -> float:
     d = np.abs(cv2.cvtColor(a, cv2.COLOR_RGB2GRAY).astype(np.float32) - cv2.cvtColor(b, cv2.COLOR_RGB2GRAY))
-    return float(cv2.blur(d, (9, 9)).max())
+    return float(cv2.blur(d, (25, 25)).max())
 
 
 def _video_out(server, hist: dict, p: dict) -> Path:
@@ -134,6 +135,7 @@ def test_refused_face_is_left_as_it_was_and_reported(staged, refused_inputs, nam
     result = [f for _, f in iter_frames(video)]
     assert len(result) == len(refused_inputs), "the frame count changed"
     change = [_largest_local_change(a, b) for a, b in zip(refused_inputs, result)]
+    print(f"\n[refused] {name}: largest 25x25 change per frame {[round(c, 1) for c in change]}")
     assert max(change) < NOISE, f"a refused face was changed (largest local change per frame: {change})"
 
     qa = out[_node(p, "SwaplineQAGate")]["swapline_qa"][0]
