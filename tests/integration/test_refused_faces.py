@@ -6,10 +6,11 @@ workflows (whose limit is 65 degrees) run with the node's ``max_yaw`` tightened 
 guard path a user takes. Each shipped workflow runs through a real ComfyUI with only its input
 files swapped for these and the QA policy set to "flag only" (so the output shows what the swap,
 and in video_swap_refine the refine, did, not what the QA gate put back). Each must:
-- change no pixel of the face beyond the codec's noise (the image workflows: none at all);
-- say so where the user looks: the swap node's report (and its editor status line) counts the
-  faces by reason with one full reason, the QA report counts them as refused, the refine node
-  leaves them alone.
+- change no pixel of the face beyond the codec's noise (the image workflows: beyond one grey
+  level of rounding);
+- say so where the user looks: the swap node's report counts the faces by reason with one full
+  reason (its editor status line is checked in tests/browser/test_editor.py), the QA report
+  counts them as refused, the refine node leaves them alone and says so.
 """
 from __future__ import annotations
 
