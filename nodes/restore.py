@@ -10,6 +10,7 @@ from ..swapline_core.backends.cache import cached, loaded_model_files
 from ..swapline_core.backends.restorers import load_restorer
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import apply_patches, union_mask
+from ..swapline_core.guards import without_refused_boxes
 from ..swapline_core.provenance.method import restore_record
 from ..swapline_core.types import FaceSet
 from ..swapline_core.video import stages as pipeline
@@ -132,7 +133,8 @@ class RestoreFaces(io.ComfyNode):
             category=f"{CATEGORY}/restore",
             description="Restores the given faces of an image batch (typically the swapped ones): each face is "
                         "aligned to the FFHQ template, restored in batches, blended by weight and pasted back "
-                        "with a feathered mask. No second detector runs; pixels outside the faces are unchanged.",
+                        "with a feathered mask. No second detector runs; pixels outside the faces are unchanged. "
+                        "Faces a Swap Faces before it refused (left untouched) are not restored.",
             inputs=[
                 io.Image.Input("images", tooltip="The images to restore (e.g. the output of Swap Faces)."),
                 Faces.Input("faces", tooltip="Faces of these images to restore (Select Faces, same images)."),
@@ -150,21 +152,27 @@ class RestoreFaces(io.ComfyNode):
         if len(faces.frames) != len(frames):
             raise SwaplineError(f"faces were detected on {len(faces.frames)} frames but {len(frames)} images "
                                 "were given: connect the same images to Detect Faces and Restore Faces")
+        # Faces a Swap Faces upstream refused stay as they were (as Restore Faces in Frames does):
+        # restoring them would change the target's own face where the swap said it could not.
+        per_frame, left = without_refused_boxes([fr.faces for fr in faces.frames],
+                                                image_provenance.refused(images) or [])
         pbar = progress(len(frames))
-        out, masks = [], []
+        out, masks, restored = [], [], 0
         for s in range(0, len(frames), CHUNK):
             check_interrupt()
             chunk = frames[s:s + CHUNK]
-            patches = restorer.restore(chunk, [fr.faces for fr in faces.frames[s:s + CHUNK]], weight=weight,
+            patches = restorer.restore(chunk, per_frame[s:s + CHUNK], weight=weight,
                                        batch=batch, check_interrupt=check_interrupt)
             for frame, ps in zip(chunk, patches):
                 out.append(apply_patches(frame, ps) if ps else frame)
                 masks.append(union_mask(frame.shape[:2], ps))
+                restored += len(ps)
             pbar.update(len(chunk))
         result = to_image(out)
         models = tuple(loaded_model_files(restorer))
         image_provenance.extend(images, result, (restore_record(restorer, models),))
-        return io.NodeOutput(result, to_mask(masks))
+        return io.NodeOutput(result, to_mask(masks),
+                             ui=preview_ui(cls, restore={"faces_restored": restored, "faces_left_as_refused": left}))
 
 
 class RestoreFrames(io.ComfyNode):

@@ -11,7 +11,7 @@ from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
 from ..swapline_core.backends.swappers.families import FAMILIES
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
-from ..swapline_core.guards import GuardOptions, Refusals
+from ..swapline_core.guards import GuardOptions, Refusals, refused_boxes
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
 from ..swapline_core.masks.preview import draw_stack
 from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
@@ -219,6 +219,7 @@ class SwapFaces(io.ComfyNode):
         report = json.dumps([{"frame": i, "status": _frame_status(r), "faces": r} for i, r in enumerate(records)])
         result = to_image(out)
         image_provenance.extend(images, result, swap_stage_records(swapper, faces.analyzer, opts))
+        image_provenance.record_refused(result, refused_boxes(records))
         # The refused faces (left untouched) with their reasons, for the editor's status line and
         # for API users reading the history: a refusal must be seen, not only be in `records`.
         return io.NodeOutput(result, to_mask(masks), report, to_image(previews),

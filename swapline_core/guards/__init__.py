@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+from ..faces.tracking import iou
 from . import competence as _competence
 from . import plausibility as _plaus
 
@@ -65,6 +66,27 @@ class Refusals:
         return {"faces_swapped": self.swapped, "skipped": dict(self.count),
                 "skipped_frames": {k: sorted(v) for k, v in self.frames.items()},
                 "skipped_reasons": dict(self.example)}
+
+
+def refused_boxes(records) -> list[list[list[float]]]:
+    """Per frame, the boxes of the faces a swap refused (``swap.chunk`` records with a reason):
+    what an image passed on from the swap carries, so later stages can leave those faces alone."""
+    return [[list(rec["bbox"]) for rec in row if rec.get("status") == "skipped" and rec.get("reason")]
+            for row in records]
+
+
+def without_refused_boxes(per_frame_faces, boxes, min_iou: float = 0.5) -> tuple[list[list], int]:
+    """Each frame's faces less those matching a refused box (``refused_boxes``) of the same frame,
+    and how many were left out. By box overlap, not identity: the faces given to a later stage
+    may be a fresh detection on the swap's output, and a refused face there is the target's own
+    face, where it was."""
+    kept, dropped = [], 0
+    for k, fs in enumerate(per_frame_faces):
+        rb = boxes[k] if k < len(boxes) else []
+        row = [f for f in fs if not any(iou(f.bbox, b) >= min_iou for b in rb)]
+        dropped += len(fs) - len(row)
+        kept.append(row)
+    return kept, dropped
 
 
 def competence_for(swapper, opts: GuardOptions):

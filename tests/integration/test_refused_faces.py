@@ -149,3 +149,34 @@ def test_refused_face_is_left_as_it_was_and_reported(staged, refused_inputs, nam
     if name == "video_swap_refine":
         text = out[_node(p, "SwaplineRefineFrames")]["text"][0]
         assert text.startswith("refined 0 face crop(s)") and "the swap refused left as they were" in text, text
+
+
+def test_restore_faces_leaves_a_face_the_image_swap_refused(staged, refused_inputs):
+    """Swap Faces -> Restore Faces (images): the face the swap refused is not restored either, and
+    Restore Faces says so; the same Restore Faces on the original image does change that face
+    (the synthetic GFPGAN alters every face it is given), so the check can fail."""
+    p = _prompt("image_swap_builtin")
+    swap, select = _node(p, "SwaplineSwapFaces"), _node(p, "SwaplineSelectFaces")
+    source = p[swap]["inputs"]["images"]
+    p.update({
+        "r1": {"class_type": "SwaplineRestorerLoader",
+               "inputs": {"restorer": "GFPGANv1.4.pth", "codeformer_fidelity": 0.5, "mask_blur": 0.1}},
+        "r2": {"class_type": "SwaplineRestoreFaces",
+               "inputs": {"images": [swap, 0], "faces": [select, 0], "restorer": ["r1", 0], "weight": 1.0,
+                          "batch": 1}},
+        "r3": {"class_type": "SaveImage", "inputs": {"images": ["r2", 0], "filename_prefix": "refused_restored"}},
+        "r4": {"class_type": "SwaplineRestoreFaces",
+               "inputs": {"images": source, "faces": [select, 0], "restorer": ["r1", 0], "weight": 1.0,
+                          "batch": 1}},
+        "r5": {"class_type": "SaveImage", "inputs": {"images": ["r4", 0], "filename_prefix": "control_restored"}},
+    })
+    out = staged.run(p)["outputs"]
+    original = rgb(staged.base_dir / "input" / IMAGE)
+    after_swap = rgb(staged.output_path(out["r3"]["images"][0]))
+    control = rgb(staged.output_path(out["r5"]["images"][0]))
+    # (the swap node itself may come from ComfyUI's cache, after the image_swap_builtin case: then
+    # its output tensor is the cached one, which still carries the refusal)
+    assert np.abs(after_swap.astype(int) - original).max() <= 1, "Restore Faces changed the face the swap refused"
+    assert out["r2"]["swapline_restore"][0] == {"faces_restored": 0, "faces_left_as_refused": 1}
+    assert out["r4"]["swapline_restore"][0] == {"faces_restored": 1, "faces_left_as_refused": 0}
+    assert _largest_local_change(original, control) > 3 * NOISE, "the control restore did not change the face"

@@ -238,6 +238,12 @@ app.registerExtension({
         // Swap Faces / Swap Faces in Frames: refused faces are left untouched, and said so here.
         statusWidget(this, "swap").value = swapText(message.swapline_swap[0]);
       }
+      if (message?.swapline_restore) {
+        // Restore Faces: faces a Swap Faces before it refused are not restored either.
+        const r = message.swapline_restore[0];
+        statusWidget(this, "restore").value = `${r.faces_restored} face(s) restored` +
+          (r.faces_left_as_refused ? ` · ${r.faces_left_as_refused} refused by the swap, left untouched` : "");
+      }
       if (message?.swapline_qa) {
         this.swaplineQA = message.swapline_qa[0];
         const untouched = Object.values(this.swaplineQA.summary?.faces_skipped || {}).reduce((a, v) => a + v, 0);

@@ -56,3 +56,25 @@ def test_giant_face_in_a_tracked_clip_is_skipped_counted_and_resumed_alike(tmp_p
     _, other = stages.swap_frames(seq, faces, source, ClassicalSwapper(mask_feather=0.08), an, str(tmp_path),
                                   stages.Hooks())
     assert other.chunks_resumed == 0
+
+
+def test_refused_boxes_leave_out_the_same_face_on_a_fresh_detection():
+    """What Restore Faces (images) does with a swap's refusals: a face whose box overlaps a refused
+    one of the same frame is left out (also when it comes from a new detection, boxes a few px
+    off), the other faces and frames are kept; records without a reason are not refusals."""
+    from swapline_core.guards import refused_boxes, without_refused_boxes
+    from swapline_core.types import Face
+
+    records = [[{"bbox": [10.0, 10.0, 60.0, 70.0], "status": "skipped", "reason": "head turned: yaw 55 deg"},
+                {"bbox": [100.0, 10.0, 150.0, 70.0], "status": "swapped"}],
+               [{"bbox": [10.0, 10.0, 60.0, 70.0], "status": "skipped"}]]
+    boxes = refused_boxes(records)
+    assert boxes == [[[10.0, 10.0, 60.0, 70.0]], []]
+
+    def face(*b):
+        return Face(bbox=np.array(b, np.float32), kps=np.zeros((5, 2), np.float32), score=1.0)
+
+    frames = [[face(13, 12, 62, 73), face(100, 10, 150, 70)], [face(10, 10, 60, 70)], [face(10, 10, 60, 70)]]
+    kept, dropped = without_refused_boxes(frames, boxes)
+    assert dropped == 1
+    assert [len(r) for r in kept] == [1, 1, 1] and kept[0][0] is frames[0][1]
