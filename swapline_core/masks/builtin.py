@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from . import chroma, temporal
+from . import chroma, temporal, texture
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
@@ -43,6 +43,7 @@ class SkinView:
     glasses: list | None = None             # per eye: what glasses.glasses found (fit_views)
     lens: np.ndarray | None = None          # see-through lens interiors in map space (fit_views)
     ring: np.ndarray | None = None          # glasses frames around them in map space (fit_views)
+    busy: np.ndarray | None = None          # texture.busy: pseudo skin distance of busy pixels above the brows
 
 
 def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
@@ -68,7 +69,7 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sat = np.ascontiguousarray(sat, np.float32)
     sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
     return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
-                    hue_samples=hue[sm & (sat >= 0.15)])
+                    hue_samples=hue[sm & (sat >= 0.15)], busy=texture.busy(lab[..., 0], lm, local))
 
 
 def roll_radius(radius: int) -> int:
@@ -113,6 +114,8 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             angle = chroma.skin_angle(x)
             if angle is not None:
                 np.maximum(v.d2, chroma.off_hue(v.lab, *angle, v.sat > 0), out=v.d2)
+            # Hats, headbands, hair above the brows: busy where a forehead is smooth (texture.py).
+            np.maximum(v.d2, v.busy, out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
             v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
