@@ -69,7 +69,7 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sat = np.ascontiguousarray(sat, np.float32)
     sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
     return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
-                    hue_samples=hue[sm & (sat >= 0.15)], busy=texture.busy(lab[..., 0], lm, local))
+                    hue_samples=hue[sm & (sat >= 0.15)], busy=texture.busy(lab[..., 0], lm, local, size * s))
 
 
 def roll_radius(radius: int) -> int:

@@ -43,11 +43,14 @@ def test_busy_only_above_the_brows_and_not_for_smooth_light():
     smooth += rng.normal(0, 0.5, smooth.shape)               # codec noise
     knit = smooth + rng.normal(0, 12, smooth.shape)          # an ornament or knit: detail at every pixel
     thr = 4.5 ** 2
-    assert texture.busy(smooth, None, kps).max() < 0.3 * thr
-    b = texture.busy(knit, None, kps)
+    assert texture.busy(smooth, None, kps, 128).max() < 0.3 * thr
+    b = texture.busy(knit, None, kps, 128)
     brow_y = int(np.ceil(0.4 * 128 - 0.45 * 0.3 * 128))     # the five-point brow estimate (row)
     assert b[: brow_y - 8].min() > thr, "busy texture above the brows not flagged"
     assert b[brow_y + 1:].max() == 0.0, "busy texture judged at or below the brows"
+    # a 40 px face: its brows' and hairline's edges would fill the forehead; no texture rule
+    small = cv2.resize(knit, (40, 40), interpolation=cv2.INTER_AREA)
+    assert texture.busy(small, None, kps * 40 / 128, 40).max() == 0.0
 
 
 def test_headdress_brim_above_the_brows_is_not_painted(tmp_path):
