@@ -12,20 +12,12 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+from ltx_swap import plain_and_stack  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
-from swapline_core.backends.classical import ClassicalSwapper  # noqa: E402
-from swapline_core.faces import identity as face_model  # noqa: E402
-from swapline_core.masks import MaskOptions, chroma  # noqa: E402
+from swapline_core.masks import chroma  # noqa: E402
 from swapline_core.masks import occlusion as occ  # noqa: E402
-from swapline_core.swap.chunk import SwapOptions  # noqa: E402
-from swapline_core.video import stages as pipeline  # noqa: E402
-from swapline_core.video.frames import FrameSequence  # noqa: E402
 
-LTX = ROOT / "tests" / ".cache" / "media" / "video_ltx2_3_i2v-1.webp"
-SOURCE = ROOT / "assets" / "samples" / "source_face.png"
 TOL = 8
 
 
@@ -60,19 +52,7 @@ def test_too_few_coloured_samples_give_no_rule():
 
 
 def test_sky_beside_a_turned_face_is_not_painted(tmp_path):
-    if not LTX.is_file():
-        pytest.fail(f"{LTX} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
-    analyzer = BuiltinAnalyzer()
-    source = face_model.build_from_images(analyzer, [np.array(Image.open(SOURCE).convert("RGB"))])
-    seq = FrameSequence.open(str(LTX), start=30, count=8, chunk=8)
-    store = str(tmp_path)
-    faces, _ = pipeline.track_faces(seq, analyzer, store, pipeline.Hooks(), mode="largest", max_faces=1)
-    results = {}
-    for name, masks in (("plain", MaskOptions(enabled=False)), ("stack", MaskOptions())):
-        out, _ = pipeline.swap_frames(seq, faces, source, ClassicalSwapper(), analyzer, store, pipeline.Hooks(),
-                                      SwapOptions(masks=masks))
-        results[name] = [f for _, ch in out.iter_chunks() for f in ch]
-    frames = [f for _, ch in seq.iter_chunks() for f in ch]
+    frames, faces, results = plain_and_stack(tmp_path, 30, 8)
     sky_px = painted = 0
     for k, (f, a, b) in enumerate(zip(frames, results["plain"], results["stack"])):
         fs = faces.frames[k].faces

@@ -12,19 +12,11 @@ sys.path.insert(0, str(ROOT))
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+from ltx_swap import plain_and_stack  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
-from swapline_core.backends.classical import ClassicalSwapper  # noqa: E402
-from swapline_core.faces import identity as face_model  # noqa: E402
-from swapline_core.masks import MaskOptions, texture  # noqa: E402
-from swapline_core.swap.chunk import SwapOptions  # noqa: E402
-from swapline_core.video import stages as pipeline  # noqa: E402
-from swapline_core.video.frames import FrameSequence  # noqa: E402
+from swapline_core.masks import texture  # noqa: E402
 
-LTX = ROOT / "tests" / ".cache" / "media" / "video_ltx2_3_i2v-1.webp"
-SOURCE = ROOT / "assets" / "samples" / "source_face.png"
 TOL = 8
 
 
@@ -54,20 +46,7 @@ def test_busy_only_above_the_brows_and_not_for_smooth_light():
 
 
 def test_headdress_brim_above_the_brows_is_not_painted(tmp_path):
-    if not LTX.is_file():
-        pytest.fail(f"{LTX} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
-    analyzer = BuiltinAnalyzer()
-    source = face_model.build_from_images(analyzer, [np.array(Image.open(SOURCE).convert("RGB"))])
-    seq = FrameSequence.open(str(LTX), start=20, count=8, chunk=8)
-    store = str(tmp_path)
-    faces, _ = pipeline.track_faces(seq, analyzer, store, pipeline.Hooks(), mode="largest", max_faces=1)
-    frames = [f for _, ch in seq.iter_chunks() for f in ch]
-    analyzer.landmarks68(frames, [fr.faces for fr in faces.frames])
-    results = {}
-    for name, masks in (("plain", MaskOptions(enabled=False)), ("stack", MaskOptions())):
-        out, _ = pipeline.swap_frames(seq, faces, source, ClassicalSwapper(), analyzer, store, pipeline.Hooks(),
-                                      SwapOptions(masks=masks))
-        results[name] = [f for _, ch in out.iter_chunks() for f in ch]
+    frames, faces, results = plain_and_stack(tmp_path, 20, 8, landmarks=True)
     brim_px = painted = 0
     for k, (f, a, b) in enumerate(zip(frames, results["plain"], results["stack"])):
         fs = faces.frames[k].faces
