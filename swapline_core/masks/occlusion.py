@@ -29,7 +29,6 @@ import numpy as np
 WORK_SIZE = 128.0       # faces are analysed at about this many pixels (cost independent of size)
 HUE_MARGIN = 4.0        # degrees past the skin's reddest hue that count as "not skin" (redder_than_skin)
 MIN_HUE_SAT = 0.4       # below this saturation hue is too unsteady to judge
-GREY_TONE = 0.35        # a skin tone less chromatic than this share of the other is background (fit_skin)
 
 
 @dataclass
@@ -203,15 +202,6 @@ def fit_skin(samples: np.ndarray, components: int = 2) -> SkinModel | None:
         cov[:, 0] *= 2.0
         means.append(mean)
         invs.append(cov)
-    if len(means) == 2:
-        # A grey "tone" beside a chromatic one is background the sample areas reached (a turned
-        # face's far cheek against the sky, the ltx clip: Lab (59, 0.5, 0.5) beside skin at chroma
-        # 32, on 8 of the quality bench's 322 fits), not skin: kept, it and the tones between made
-        # every grey occluder "skin". Black-and-white footage (both grey) keeps both.
-        c = [float(np.hypot(m[1], m[2])) for m in means]
-        if min(c) < GREY_TONE * max(c):
-            keep = int(np.argmax(c))
-            means, invs = [means[keep]], [invs[keep]]
     if len(means) == 2:
         # The penumbra between the two tones is skin too: add tones along the way.
         a, b = means

@@ -24,8 +24,7 @@ import numpy as np
 # 8: the built-in occluder tells sunlit skin from bright objects (occlusion._glare).
 # 9: colours skin never has are occluders (masks/chroma.py); restore and refine leave the faces
 #    the swap refused.
-# 10: busy texture above the brows is an occluder (masks/texture.py: hats, headbands, hair); a
-#     grey tone in the skin samples is background, not skin (occlusion.fit_skin).
+# 10: busy texture above the brows is an occluder (masks/texture.py: hats, headbands, hair).
 ALGORITHM_VERSION = 10
 
 
