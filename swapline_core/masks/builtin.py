@@ -114,8 +114,6 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             angle = chroma.skin_angle(x)
             if angle is not None:
                 np.maximum(v.d2, chroma.off_hue(v.lab, *angle, v.sat > 0), out=v.d2)
-            # Hats, headbands, hair above the brows: busy where a forehead is smooth (texture.py).
-            np.maximum(v.d2, v.busy, out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
             v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
@@ -164,6 +162,15 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                 return temporal.median(own, [temporal.warp_by(v.lab[..., 0], _shifted(mats[id(v)], x0, y0),
                                                               (y1 - y0, x1 - x0)) for v in group[1:]], scratch=True)
             cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, occ.Light(own_l, skin_l, voted))
+            if view.busy is not None and view.busy.max() > texture.THRESHOLD_D2 / 4:
+                # Hats, headbands, hair above the brows (texture.py), voted like the skin distance
+                # and judged apart from it: merged into it, a busy brim joined the brows and the
+                # eye make-up below them into one blob reaching past the feature zones, and the
+                # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
+                busy = np.nan_to_num(temporal.warp_by(view.busy, mats[id(view)], shape), copy=False)
+                busy = temporal.median(busy, [temporal.warp_by(v.busy, mats[id(v)], shape) for v in group[1:]
+                                              if v.busy is not None], scratch=True)
+                cut |= occ.occluder_mask(busy, inside, zones, opts.occlusion_sensitivity)
             ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
                 ring = _ring(view, group, shape, mats) & inside

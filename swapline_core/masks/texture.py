@@ -26,6 +26,7 @@ DETAIL_SIGMA = 1.5      # px at work scale: what is finer than this blur counts 
 POOL_SIGMA = 2.5        # px at work scale: the detail's energy is pooled this wide (an area, not an edge)
 BROW_MARGIN = 0.1       # eye distances above the highest brow point where the rule starts (ramps in)
 MIN_FACE, FULL_FACE = 48.0, 64.0     # face size (px at work scale) where the rule starts / is full
+THRESHOLD_D2 = 4.5 ** 2     # the occluder threshold on the pseudo skin distance ``busy`` returns
 
 
 def detail(lightness: np.ndarray) -> np.ndarray:

@@ -47,7 +47,7 @@ def test_busy_only_above_the_brows_and_not_for_smooth_light():
 
 def test_headdress_brim_above_the_brows_is_not_painted(tmp_path):
     frames, faces, results = plain_and_stack(tmp_path, 20, 8, landmarks=True)
-    brim_px = painted = 0
+    brim_px = painted = eye_px = eyes_swapped = 0
     for k, (f, a, b) in enumerate(zip(frames, results["plain"], results["stack"])):
         fs = faces.frames[k].faces
         assert fs and fs[0].landmarks is not None, f"no face with landmarks on frame {20 + k}"
@@ -63,6 +63,14 @@ def test_headdress_brim_above_the_brows_is_not_painted(tmp_path):
         sel = head & near
         brim_px += int(sel.sum())
         painted += int((np.abs(b.astype(np.int16) - f).max(-1)[sel] > TOL).sum())
+        # and the eyes below the brim stay swapped: judged with the brim as one blob, the eye
+        # make-up joined it through the brows and the target's eyes were kept (frames 24-26)
+        eyes = np.zeros(f.shape[:2], np.uint8)
+        for idx in (slice(36, 42), slice(42, 48)):
+            cv2.fillConvexPoly(eyes, cv2.convexHull(np.rint(lm[idx]).astype(np.int32)), 1)
+        sel = eyes.astype(bool) & near
+        eye_px += int(sel.sum())
+        eyes_swapped += int((np.abs(b.astype(np.int16) - f).max(-1)[sel] > TOL).sum())
         if k == 7:
             Image.fromarray(cv2.resize(np.concatenate([f, a, b], 1), None, fx=2, fy=2)).save(tmp_path / "brim.png")
     assert brim_px > 300, f"the plain swap reaches only {brim_px} headdress pixels: nothing to test"
@@ -70,3 +78,6 @@ def test_headdress_brim_above_the_brows_is_not_painted(tmp_path):
     print(f"\n[masks] headdress above the brows: {share:.1%} of {brim_px} pixels the plain swap paints are "
           "painted with the stack")
     assert share <= 0.1, f"{share:.1%} of the headdress the plain swap paints is still painted"
+    eyes_share = eyes_swapped / max(eye_px, 1)
+    print(f"[masks] eyes: {eyes_share:.1%} of {eye_px} eye pixels the plain swap changes are swapped with the stack")
+    assert eye_px > 300 and eyes_share >= 0.8, f"only {eyes_share:.1%} of the eyes swapped: the target's eyes were kept"
