@@ -12,7 +12,10 @@ Only above the brows, where occluders are hats and hair: below them the face's o
 beard, stubble and folds are as busy and must be swapped. Only on faces at least ``MIN_FACE`` px
 tall at work scale (fully from ``FULL_FACE``): on a 40 px face the brows' and hairline's edges
 fill the whole forehead at these widths, and the rule cut the forehead of the quality bench's
-small faces (28 % of their paste area cut instead of 19 %). What it cannot see: a smooth
+small faces (28 % of their paste area cut instead of 19 %). The busy map is voted along the
+track and cut in a pass of its own (``builtin.apply``), not merged into the skin distance, where
+a busy brim joined the brows and the eye make-up below them into one blob and the target's eyes
+were cut with it. What it cannot see: a smooth
 occluder of skin's colour (a plain skin-toned band; the colour tests have to), and it keeps a
 deeply wrinkled forehead as the target's (its lines are busy too).
 """
