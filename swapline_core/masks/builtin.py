@@ -136,10 +136,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                                                            radius, shot_of)
                           if pool[b] is not view and pool[b].d2 is not None]
         mats = {id(v): temporal.between(v.m, v.kps, m_dst, view.kps) for v in group}
-        own = temporal.warp_by(view.d2, mats[id(view)], shape)
-        own = np.nan_to_num(own, copy=False, nan=0.0)     # outside the box: no evidence of an occluder
-        others = [temporal.warp_by(v.d2, mats[id(v)], shape) for v in group[1:]]
-        d2 = temporal.median(own, others, scratch=True)
+        own, d2 = _voted(view, group, mats, shape, "d2")
         # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
         # so an occluder that moves across the face (a waving hand) is never voted away.
         strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
@@ -167,10 +164,8 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                 # and judged apart from it: merged into it, a busy brim joined the brows and the
                 # eye make-up below them into one blob reaching past the feature zones, and the
                 # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
-                busy = np.nan_to_num(temporal.warp_by(view.busy, mats[id(view)], shape), copy=False)
-                busy = temporal.median(busy, [temporal.warp_by(v.busy, mats[id(v)], shape) for v in group[1:]
-                                              if v.busy is not None], scratch=True)
-                cut |= occ.occluder_mask(busy, inside, zones, opts.occlusion_sensitivity)
+                cut |= occ.occluder_mask(_voted(view, group, mats, shape, "busy")[1], inside, zones,
+                                         opts.occlusion_sensitivity)
             ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found
                 ring = _ring(view, group, shape, mats) & inside
@@ -191,6 +186,16 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             it.info.update(info)
             if info["mouth_open"]:
                 it.parts["mouth"] = keep
+
+
+def _voted(view: SkinView, group: list[SkinView], mats: dict, shape, attr: str) -> tuple[np.ndarray, np.ndarray]:
+    """(this frame's, the track window's median) of a pseudo skin distance map (``attr``: d2 or
+    busy) moved onto the patch map; outside a map there is no evidence of an occluder (0 for this
+    frame's, a neighbour's vote goes to this frame's). ``group`` and ``mats`` as in ``_ring``."""
+    own = np.nan_to_num(temporal.warp_by(getattr(view, attr), mats[id(view)], shape), copy=False, nan=0.0)
+    others = [temporal.warp_by(getattr(v, attr), mats[id(v)], shape) for v in group[1:]
+              if getattr(v, attr) is not None]
+    return own, temporal.median(own, others, scratch=True)
 
 
 def _ring(view: SkinView, group: list[SkinView], shape, mats: dict, attr: str = "ring") -> np.ndarray:
