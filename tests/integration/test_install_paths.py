@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -73,4 +74,22 @@ def test_manual_clone_requirements_and_install_py(tmp_path):
         assert r.returncode == 0, r.stderr
     assert "model folders ready" in r.stdout
     assert (comfy_dir / "models" / "facerestore_models").is_dir()
+    assert detect_on_t1(comfy_dir) == 6
+
+
+@pytest.mark.slow
+def test_registry_archive_installs_and_runs(tmp_path):
+    """What the Comfy Registry serves: `comfy node pack` of the committed tree, unzipped into
+    custom_nodes. It must hold everything the pack needs (a prompt runs) and no tooling."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import validate_pack
+
+    archive = validate_pack.pack(clone_repo(tmp_path / "swapline"), tmp_path / "swapline.zip")
+    assert validate_pack.archive_problems(archive) == []
+    comfy_dir = fresh_comfy(tmp_path)
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(comfy_dir / "custom_nodes" / "swapline")
+    r = subprocess.run([sys.executable, str(comfy_dir / "custom_nodes" / "swapline" / "install.py")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
     assert detect_on_t1(comfy_dir) == 6
