@@ -68,7 +68,7 @@ def resolve(name: str, filename: str) -> str:
 
 
 def check_choice(kind: str, value: str, available: list[str], searched: list[str],
-                 hint: str = "see README.md#models") -> bool | str:
+                 hint: str = "see docs/models.md") -> bool | str:
     """A loader's ``validate_inputs`` answer for a file/folder widget.
 
     ComfyUI 0.3.75 checks combo values only for V1 nodes (a V3 combo is served as "COMBO"), so a

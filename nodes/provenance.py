@@ -56,7 +56,7 @@ class C2PASink(io.ComfyNode):
                         "attestation, and a swapline.qa assertion. The file is read back and verified; if "
                         "signing fails the output is kept as *_UNSIGNED and the job fails (on_signing_failure "
                         "'fail') or reports it. Every job is appended to swapline_audit.jsonl. Credentials come "
-                        "from user/swapline/signing.json (see README), else a local development certificate.",
+                        "from user/swapline/signing.json (see docs/provenance.md), else a local development certificate.",
             inputs=[
                 Frames.Input("frames", optional=True, tooltip="A swapped frame sequence (written as H.264 MP4)."),
                 io.Image.Input("images", optional=True, tooltip="Or swapped images (written as PNG/JPEG)."),

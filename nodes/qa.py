@@ -164,7 +164,7 @@ class SafetyClassifierLoader(io.ComfyNode):
             description="Loads a user-supplied content-safety image classifier (ONNX) from models/swapline_safety "
                         "for the QA gate's recheck; none is bundled. Expected: one float input [N, 3, H, W] (RGB "
                         "0..1, the whole frame resized to H x W) and one output [N, classes] of per-class scores "
-                        "(README.md#content-safety-recheck).",
+                        "(docs/qa.md#content-safety-recheck).",
             inputs=[
                 io.Combo.Input("classifier", options=safety_files(),
                                tooltip="ONNX image classifier in models/swapline_safety."),
@@ -181,7 +181,7 @@ class SafetyClassifierLoader(io.ComfyNode):
     @override
     def validate_inputs(cls, classifier):
         return model_paths.check_choice("safety classifier", classifier, safety_files(),
-                                        model_paths.folders(model_paths.SAFETY), "README.md#content-safety-recheck")
+                                        model_paths.folders(model_paths.SAFETY), "docs/qa.md#content-safety-recheck")
 
     @classmethod
     @override

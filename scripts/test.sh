@@ -8,7 +8,7 @@
 # Unit tests cover the core; integration tests drive a real ComfyUI server over HTTP/WebSocket with
 # the pack in custom_nodes. Extra arguments go to pytest (both runs).
 # SWAPLINE_TEST_COMFY=0.3.75 or 0.33 runs one version only; SWAPLINE_COMFYUI + a matching Python
-# run the suite against any other ComfyUI tree (README, "Testing against another ComfyUI").
+# run the suite against any other ComfyUI tree (docs/development.md, "Testing against another ComfyUI tree").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${SWAPLINE_TEST_COMFY:-both}

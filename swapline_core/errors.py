@@ -1,7 +1,7 @@
 """Errors that carry what a user needs to fix the problem: the file, where we looked, what to do."""
 from __future__ import annotations
 
-README_MODELS = "README.md#models"
+README_MODELS = "docs/models.md"
 
 
 class SwaplineError(RuntimeError):

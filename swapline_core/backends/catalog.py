@@ -1,6 +1,6 @@
 """Models Swapline can use: where they live, how big they are and where users get them.
 
-The README's models table is written from this list; install.py reports which are present.
+The tables in docs/models.md are written from this list; install.py reports which are present.
 """
 from __future__ import annotations
 
@@ -170,6 +170,6 @@ def check_commercial(files: list[tuple[str, str]], builtin_note: str = "") -> No
         from ..errors import SwaplineError
 
         raise SwaplineError("'commercial use only' is on, and these models are not known to allow commercial "
-                            "use:\n" + "\n".join(bad) + "\nChoose a commercially usable model (README.md#models "
+                            "use:\n" + "\n".join(bad) + "\nChoose a commercially usable model (docs/models.md "
                             "lists each file's licence, e.g. GHOST is Apache-2.0) or switch 'commercial use only' off "
                             "if your use is non-commercial." + (f" {builtin_note}" if builtin_note else ""))

@@ -19,7 +19,7 @@ def providers_for(choice: str) -> list[str]:
             raise RuntimeError(
                 "CUDA was requested but this onnxruntime has no CUDAExecutionProvider "
                 f"(available: {', '.join(available)}). Install onnxruntime-gpu in place of "
-                "onnxruntime (README, 'GPU inference') or choose 'auto'.")
+                "onnxruntime (docs/models.md#gpu-inference-onnxruntime) or choose 'auto'.")
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     preferred = [p for p in ("CUDAExecutionProvider",) if p in available]
     return preferred + ["CPUExecutionProvider"]
@@ -58,7 +58,7 @@ def unloadable_model(path: str, exc: BaseException):
     detail = "INVALID_PROTOBUF" if "protobuf" in str(exc).lower() else kind
     return BadModelError(path, f"onnxruntime cannot load it as an ONNX model ({detail}): {found}{expected}. "
                                "The download is probably incomplete or corrupt: download it again "
-                               "(see README.md#models).")
+                               "(see docs/models.md).")
 
 
 def create_session(path: str, choice: str = "auto"):

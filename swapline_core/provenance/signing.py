@@ -160,7 +160,7 @@ def dev_credentials(user_dir: str | os.PathLike, *,
         raise SigningConfigError(
             config_path(user_dir), None,
             "not found, and a trusted signer is required. Create it with cert_chain, "
-            "private_key and algorithm (see README, 'Content Credentials'); the development "
+            "private_key and algorithm (see docs/provenance.md#signing-credentials); the development "
             "signer is refused because no one else trusts its CA")
     folder = dev_signer_dir(user_dir)
     existing = _load_dev(folder)

@@ -150,7 +150,7 @@ def test_pack_without_detector_gives_clear_error(comfy, models_dir):
     # the folder, named relative to ComfyUI's model folders: never an absolute server path
     assert "[insightface folder]/models/broken_pack" in err.value.exception_message
     assert str(broken) not in err.value.exception_message
-    assert "README.md#models" in err.value.exception_message
+    assert "docs/models.md" in err.value.exception_message
 
 
 def test_unknown_pack_is_rejected_before_running(comfy):

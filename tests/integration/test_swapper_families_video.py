@@ -1,7 +1,7 @@
 """Each swapper family through the shipped video workflow on a real ComfyUI server.
 
 workflows/api/video_swap.json with its Load Face Swapper switched to another family's file (the
-documented switch for HyperSwap: README "Swapper families"). Stand-ins from
+documented switch for HyperSwap: docs/workflows.md). Stand-ins from
 devtools/synthetic_swappers.py, placed by the session's models fixture under ReActor's and
 FaceFusion's folder names.
 """

@@ -3,7 +3,7 @@
 // custom-widget API (addCustomWidget with draw/computeSize); no patching of ComfyUI internals.
 import { app } from "../../../scripts/app.js";
 
-const README_MODELS = "https://github.com/swapline/comfyui-swapline#models";
+const README_MODELS = "https://github.com/swapline/comfyui-swapline/blob/main/docs/models.md";
 const CHART_H = 170;   // chart drawing height inside its widget
 const MARGIN = 15;     // LiteGraph's widget margin
 
@@ -264,7 +264,7 @@ app.registerExtension({
     };
   },
   async setup() {
-    // A missing model shows the README's models section next to ComfyUI's own error text.
+    // A missing model shows the models page (docs/models.md) next to ComfyUI's own error text.
     const api = (await import("../../../scripts/api.js")).api;
     api.addEventListener("execution_error", ({ detail }) => {
       if (!detail?.node_type?.startsWith("Swapline")) return;
