@@ -73,11 +73,32 @@ def sequence_audio(frames: FrameSequence):
     return {"waveform": torch.from_numpy(samples).unsqueeze(0), "sample_rate": rate}
 
 
+def pending_frame_edits(video) -> bool:
+    """Whether a core VIDEO holds frame edits (Video Crop, a resize) its stream source lacks.
+
+    ComfyUI >= 0.35 lets a VideoFromFile carry a crop (and later a resize) that is applied only
+    when frames are decoded by core; its get_stream_source() is still the unedited file, so reading
+    that file would silently drop the edit. Newer cores say so through has_pending_frame_edits();
+    the crop rectangle kept privately by VideoFromFile is the fallback for cores in between.
+    0.3.75 and 0.33 have neither: nothing is pending there."""
+    check = getattr(video, "has_pending_frame_edits", None)
+    if callable(check):
+        return bool(check())
+    return getattr(video, "_VideoFromFile__crop", None) is not None
+
+
+def reads_own_file(video) -> bool:
+    """True when the clip is read from the VIDEO's own stream source (core's trim window still to
+    apply), False when core's decode (get_components, trim and edits applied) is stored instead."""
+    return isinstance(video, InputImpl.VideoFromFile) and not pending_frame_edits(video)
+
+
 def video_file(video) -> str:
     """A path to the clip behind a core VIDEO: its own file when it has one (no decode here)."""
     # Only VideoFromFile has a source of its own: on 0.3.75 the base class's get_stream_source
-    # re-encodes components into a BytesIO (and fails for lack of a format)
-    src = video.get_stream_source() if isinstance(video, InputImpl.VideoFromFile) else None
+    # re-encodes components into a BytesIO (and fails for lack of a format). One with pending
+    # edits (a crop) goes the components way: its file does not show the edit.
+    src = video.get_stream_source() if reads_own_file(video) else None
     if isinstance(src, str):
         return src
     if isinstance(src, _io.BytesIO):
@@ -124,7 +145,8 @@ class VideoToFrames(io.ComfyNode):
             info = video_read.probe(path)
         except video_read.VideoReadError as exc:
             raise SwaplineError(f"cannot read the VIDEO's clip {path}: {exc}") from exc
-        first, limit = _trim_frames(video, info)
+        # core's decode (components) has applied the trim window already
+        first, limit = _trim_frames(video, info) if reads_own_file(video) else (0, 0)
         if limit and start >= limit:
             raise SwaplineError(f"start frame {start} is past the end of the trimmed clip ({limit} frames)")
         if limit:
