@@ -31,7 +31,7 @@ def _command() -> str:
     return "scripts/bench.sh"
 
 
-def _header(title: str, what: str, run: dict, machine: dict) -> list[str]:
+def header(title: str, what: str, run: dict, machine: dict) -> list[str]:
     return [f"# {title}", "",
             "*Written by the benchmark; do not edit by hand (the next run overwrites it).*", "",
             what, "",
@@ -42,7 +42,7 @@ def _header(title: str, what: str, run: dict, machine: dict) -> list[str]:
 
 def tiled_vae_doc(tv: dict, machine: dict, run: dict) -> str:
     w, h = tv["size"]
-    lines = _header("Tiled VAE encode: measurements",
+    lines = header("Tiled VAE encode: measurements",
                     f"Exact tiled encode (`swapline_core/diffusion/tiled_vae/`, node `SwaplineTiledVAEEncode`) "
                     f"against core `VAEEncode` and `VAEEncodeTiled` on one {w}x{h} frame. Method and setup: "
                     "`bench/tiled_vae.py` (module docstring) and `bench/README.md`.", run, machine)
@@ -59,7 +59,7 @@ def tiled_vae_doc(tv: dict, machine: dict, run: dict) -> str:
 
 
 def bench_doc(results: dict, run: dict) -> str:
-    lines = _header("Video pipeline benchmark: measurements",
+    lines = header("Video pipeline benchmark: measurements",
                     "Naive per-frame baseline against Swapline's streaming pipeline (same models, clip and "
                     "encoder settings), peak RSS of a real ComfyUI server on a long vs a short clip, and "
                     "per-stage times. Method: `bench/README.md`. Full tables: `out/bench/results.md` of the "
@@ -77,7 +77,7 @@ def bench_doc(results: dict, run: dict) -> str:
 def quality_doc(q: dict, machine: dict, run: dict) -> str:
     from .quality.report import markdown as quality_md
 
-    lines = _header("Swap quality on known-truth cases: measurements",
+    lines = header("Swap quality on known-truth cases: measurements",
                     "The swap a viewer sees, scored by an independent scorer on cases whose truth is known by "
                     "construction (`bench/quality/`, method in `bench/README.md`). Before/after strips of each "
                     "case: `out/bench/quality_<case>.png` of the same run.", run, machine)
@@ -143,7 +143,7 @@ def sources_summary(rows: dict) -> str:
 
 def write_sources(rows: dict, clip: str, machine: dict) -> str:
     """bench.quality.sources run alone: the speech case with several source faces."""
-    lines = _header("Identity with other source faces: measurements",
+    lines = header("Identity with other source faces: measurements",
                     f"The quality bench's speech case (`{clip}`) swapped with each source image; the same "
                     "pipeline and independent scorer as `quality.md` (`bench/quality/sources.py`). The bench's "
                     "default source is `source_face.png` (greyscale, 112 px); `moved_to_source` depends on how far "

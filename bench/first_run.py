@@ -1,0 +1,111 @@
+"""The README's first command as a newcomer meets it: time, disk and memory of `scripts/demo.sh`
+in a fresh clone of HEAD with nothing beside it and nothing provisioned (the whole setup runs:
+torch, ComfyUI 0.3.75, the locked requirements), then of a second run (setup only checks stamps).
+
+Writes docs/measurements/first_run.md; the README's requirements line quotes it. Takes ~10 min
+and ~7.5 GB of disk in a temporary folder (deleted afterwards).
+
+    python -m bench.first_run [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import measurements
+from .machine import machine_info
+from .paths import REPO
+
+DOC = REPO / "docs" / "measurements" / "first_run.md"
+
+
+def du(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            p = Path(root) / f
+            if not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+def timed_demo(clone: Path) -> dict:
+    """One `scripts/demo.sh` run: wall seconds, seconds per setup step, the demo's own seconds,
+    and the peak RSS of any process it ran (RUSAGE_CHILDREN holds the largest waited-for one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWAPLINE_")}
+    steps, t0, last = {}, time.time(), None
+    proc = subprocess.Popen(["scripts/demo.sh"], cwd=clone, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    tail = []
+    for line in proc.stdout:
+        tail = (tail + [line])[-40:]
+        if line.startswith("[setup] ") or line.startswith("[demo] starting"):
+            now = time.time()
+            if last:
+                steps[last[0]] = round(steps.get(last[0], 0) + now - last[1], 1)
+            last = (line.strip(), now)
+    if proc.wait() != 0:
+        raise SystemExit("scripts/demo.sh failed:\n" + "".join(tail))
+    wall = time.time() - t0
+    demo = next((float(m.group(1)) for m in map(re.compile(r"\[demo\] done in ([\d.]+) s").search, tail) if m), None)
+    return {"wall_s": round(wall, 1), "demo_s": demo, "steps_s": steps,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)}
+
+
+def run(keep: Path | None = None) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="swapline-first-run-")) if keep is None else keep
+    try:
+        clone = tmp / "clone"                # tmp holds the clone and nothing else
+        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
+                                text=True).stdout.strip()
+        first = timed_demo(clone)
+        disk = {name: round(du(clone / name) / 2**30, 2) for name in (".venv", ".comfy")}
+        second = timed_demo(clone)
+        return {"commit": commit, "first": first, "second": second, "disk_gib": disk}
+    finally:
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_doc(result: dict) -> Path:
+    run_info, machine = measurements.stamp(), machine_info()
+    run_info["command"] = "python -m bench.first_run"
+    lines = measurements.header(
+        "First run: scripts/demo.sh in a fresh clone",
+        "A clone of HEAD in an empty temporary folder (no `../shared`, no `SWAPLINE_*` variables), "
+        "nothing provisioned, then `scripts/demo.sh` twice. Peak memory is the largest single process "
+        "(the ComfyUI server). On a loaded machine the times are upper bounds.", run_info, machine)
+    f, s, d = result["first"], result["second"], result["disk_gib"]
+    lines += [f"- Commit: {result['commit']}", "",
+              "| | first run | second run |", "| --- | --- | --- |",
+              f"| wall time | {f['wall_s']} s | {s['wall_s']} s |",
+              f"| of which the demo's job | {f['demo_s']} s | {s['demo_s']} s |",
+              f"| peak RSS of one process | {f['peak_rss_mb']} MB | {s['peak_rss_mb']} MB |", "",
+              f"Disk after the first run: `.venv` {d['.venv']} GiB, `.comfy` {d['.comfy']} GiB.", "",
+              "Setup steps of the first run (seconds until the next step began):", ""]
+    lines += [f"- {k[len('[setup] '):] if k.startswith('[setup] ') else k}: {v} s" for k, v in f["steps_s"].items()]
+    DOC.write_text("\n".join(lines) + "\n")
+    return DOC
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keep", type=Path, help="run in this (empty) folder and keep it")
+    args = ap.parse_args()
+    result = run(args.keep)
+    print(result)
+    print(f"wrote {write_doc(result).relative_to(REPO)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
