@@ -249,7 +249,7 @@ def table(f: dict | None) -> list[str]:
 def doc(f: dict, machine: dict, run_stamp: dict) -> str:
     from . import measurements, report
 
-    lines = measurements._header(
+    lines = measurements.header(
         "Farm throughput and coordinator overhead: measurements",
         f"The same batch ({f['jobs']} clips x {f['frames_per_job']} frames, chunks of {f['chunk_frames']} frames, "
         f"`{f['workflow']}`) through swapline-farm with 1 and then 2 local CPU ComfyUI workers in one run. Method: "
