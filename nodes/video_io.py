@@ -107,9 +107,17 @@ def video_file(video) -> str:
         ext = ".webm" if "webm" in fmt else ".gif" if "gif" in fmt else ".webp" if "webp" in fmt else ".mp4"
         path = _cache_file("memory-video", hashlib.sha256(data).hexdigest()[:32], ext)
         if not os.path.isfile(path):
-            with open(path + ".partial", "wb") as f:
-                f.write(data)
-            os.replace(path + ".partial", path)
+            from ..swapline_core.video.write import temp_path
+
+            # a temporary name of this call's own: two prompts storing the same upload at once
+            # must not write into (or rename away) one shared partial file
+            tmp = temp_path(path)
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
         return path
     # components (Create Video): the frames are in memory already; store them once, losslessly
     comp = video.get_components()

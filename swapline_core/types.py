@@ -147,6 +147,21 @@ class SwapPatch:
     info: dict = field(default_factory=dict)
     layers: dict = field(default_factory=dict)   # mask-stack parts (name -> (h, w) "may swap"), for previews
 
+    @classmethod
+    def refusal(cls, reason: str, info: dict | None = None) -> SwapPatch:
+        """No pixels, and why: what a swapper returns for a face it cannot swap, so that its
+        patches stay one per face (``FaceSwapper.swap``) and the face's record says the reason."""
+        return cls((0, 0, 0, 0), np.zeros((0, 0, 3), np.float32), np.zeros((0, 0), np.float32),
+                   {**(info or {}), "status": "skipped", "reason": reason})
+
+    @property
+    def refused(self) -> bool:
+        return self.info.get("status") == "skipped" and bool(self.info.get("reason"))
+
+
+# The reason (category "outside the frame") for a face with no pixel of its paste mask in the frame.
+OUTSIDE_FRAME = "outside the frame: no pixels to paste"
+
 
 @dataclass
 class ClipContext:

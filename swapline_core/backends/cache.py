@@ -20,6 +20,9 @@ _CACHE: dict[tuple, object] = {}
 _LOCK = threading.Lock()
 MAX_ENTRIES = 8
 _HASHES: dict[tuple, str] = {}  # (realpath, size, mtime_ns) -> sha256: hash a 500 MB file once
+# key -> the lock its one build runs under: two prompts (or two nodes' threads) asking for the same
+# model at once wait for one load instead of each reading and holding a copy of its weights.
+_BUILDING: dict[tuple, threading.Lock] = {}
 
 
 def file_identity(path: str) -> tuple:
@@ -62,11 +65,29 @@ def _record_loaded(value: object, path: str, before: tuple) -> bool:
 
 
 def cached(kind: str, path: str, settings: tuple, build: Callable[[], T]) -> T:
+    """The model for (kind, the file as it is now, settings), built by ``build`` at most once at a
+    time per key: a second caller of the same key waits for the first build and gets its result."""
     before = file_identity(path)
     key = (kind, before, settings)
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]  # type: ignore[return-value]
+        building = _BUILDING.setdefault(key, threading.Lock())
+    # The global lock is not held while building (a load takes seconds; other models must not wait).
+    with building:
+        try:
+            with _LOCK:
+                if key in _CACHE:       # built by the caller we waited for
+                    return _CACHE[key]  # type: ignore[return-value]
+            return _build(kind, path, settings, build, before)
+        finally:
+            with _LOCK:
+                if _BUILDING.get(key) is building:
+                    del _BUILDING[key]
+
+
+def _build(kind: str, path: str, settings: tuple, build: Callable[[], T], before: tuple) -> T:
+    key = (kind, before, settings)
     value = build()
     if not _record_loaded(value, path, before):
         # the file was being replaced while we read it: load what is there now, once

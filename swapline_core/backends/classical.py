@@ -30,7 +30,7 @@ import numpy as np
 
 from ..faces.shape import MEAN68, MIRROR68
 from ..interfaces import FaceSwapper
-from ..types import Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
+from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
 from .classical_blend import clone_drift, forehead_edge, forehead_skin, relight, seamless, source_occlusion
 
 BLEND_MODES = ("seamless", "feather")
@@ -161,9 +161,7 @@ class ClassicalSwapper(FaceSwapper):
         x0, y0 = int(max(0, np.floor(lo[0] - pad))), int(max(0, np.floor(lo[1] - pad)))
         x1, y1 = int(min(w, np.ceil(hi[0] + pad))), int(min(h, np.ceil(hi[1] + pad)))
         if x1 - x0 < 2 or y1 - y0 < 2:
-            return SwapPatch((0, 0, 0, 0), np.zeros((0, 0, 3), np.float32),
-                             np.zeros((0, 0), np.float32),
-                             {"status": "skipped", "reason": "outside the frame: no pixels to paste"})
+            return SwapPatch.refusal(OUTSIDE_FRAME)
         patch = frame[y0:y1, x0:x1]
         origin = np.array([x0, y0], np.float32)
         warped, valid = _piecewise_affine(src_img, src_pts, dst_pts - origin, tris,

@@ -227,17 +227,9 @@ class _Item:
 
 
 def _pairs(fs: Sequence[Face], ps: Sequence[SwapPatch]):
-    """Faces with their non-empty patch. Swappers give one patch per face, but a neural swapper
-    drops faces wholly outside the frame: then match by the face centre."""
-    if len(fs) == len(ps):
-        pairs = list(zip(fs, ps))
-    else:
-        pairs = []
-        for p in ps:
-            x0, y0, x1, y1 = p.region
-            for f in fs:
-                cx, cy = (f.bbox[0] + f.bbox[2]) / 2, (f.bbox[1] + f.bbox[3]) / 2
-                if x0 <= cx < x1 and y0 <= cy < y1:
-                    pairs.append((f, p))
-                    break
-    return [(f, p) for f, p in pairs if p.mask.size and p.mask.any()]
+    """Faces with their non-empty patch. One patch per face, in order (``swap.chunk.one_per_face``
+    checks every swapper's output before it gets here): pairing by anything looser, such as the
+    face centre, could hand one face's mask cuts to another."""
+    if len(fs) != len(ps):
+        raise ValueError(f"the mask stack needs one patch per face, got {len(ps)} patches for {len(fs)} faces")
+    return [(f, p) for f, p in zip(fs, ps) if p.mask.size and p.mask.any()]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends.cache import file_sha256
 from ..errors import SwaplineError
 
 OCCLUSION_MODES = ("off", "builtin", "model", "builtin+model")
@@ -97,7 +98,7 @@ class MaskOptions:
         return ", ".join(parts)
 
     def to_json(self) -> dict:
-        """Everything that changes the result, for cache keys; model files by name and size."""
+        """Everything that changes the result, for cache keys; model files by name and sha256."""
         out = {k: getattr(self, k) for k in ("enabled", "occlusion", "occlusion_sensitivity", "mouth",
                                              "mouth_size", "mouth_feather", "mouth_lower_lip", "erode",
                                              "blur", "temporal")}
@@ -129,10 +130,13 @@ def combine(parts: dict[str, np.ndarray], base: np.ndarray) -> np.ndarray:
 
 
 def _file_stamp(path: str | None):
+    """[file name, sha256 of its bytes]: a mask model replaced by another of the same name (and even
+    the same size) changes the key, so a resumed job never reuses chunks its old weights cut. The
+    hash is the one swappers are keyed by (cached per path, size and mtime: hashed once)."""
     if not path:
         return None
     try:
-        return [os.path.basename(path), os.path.getsize(path)]
+        return [os.path.basename(path), file_sha256(path)]
     except OSError:
         return [os.path.basename(path), None]
 

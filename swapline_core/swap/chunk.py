@@ -69,33 +69,55 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     t = timings if timings is not None else {}
     _timed(t, "landmarks", prepare_landmarks, swapper, analyzer, frames, faces, source)
     verdicts = _timed(t, "guards", screen, swapper, frames, faces, opts.guards, context)
-    accepted = [[f for f, v in zip(fs, vs) if v is None] for fs, vs in zip(faces, verdicts)]
-    patches = _timed(t, "swap", swapper.swap, frames, accepted, source)
+    accepted_at = [[j for j, v in enumerate(vs) if v is None] for vs in verdicts]
+    accepted = [[fs[j] for j in idx] for fs, idx in zip(faces, accepted_at)]
+    patches = one_per_face(swapper, accepted, _timed(t, "swap", swapper.swap, frames, accepted, source))
     patches = _timed(t, "masks", refine_masks, frames, accepted, patches, opts.masks, context)
+    # Per frame, face index -> its patch: records pair by index, never by position in a list.
+    by_face = [dict(zip(idx, ps)) for idx, ps in zip(accepted_at, patches)]
     if opts.guards.enabled:
-        small = _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts, t)
-        if small:
-            patches = _merge_small(verdicts, patches, small)
+        for (k, j), patch in _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts, t).items():
+            by_face[k][j] = patch
+    # A refusal (SwapPatch.refusal) has nothing to paste: it only gives its face's record a reason.
+    patches = [[row[j] for j in sorted(row) if not row[j].refused] for row in by_face]
     color = opts.color_match and not getattr(swapper, "matches_color", False)
     out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=color) if ps else f
                                       for f, ps in zip(frames, patches)])
     records = []
-    for fs, vs, ps in zip(faces, verdicts, patches):
-        it = iter(ps)
-        row = []
-        for f, v in zip(fs, vs):
+    for fs, vs, row in zip(faces, verdicts, by_face):
+        recs = []
+        for j, (f, v) in enumerate(zip(fs, vs)):
             rec = {"bbox": [round(float(x), 1) for x in f.bbox]}
             if f.track_id is not None:
                 rec["track_id"] = int(f.track_id)
-            if v is None:
-                p = next(it)
+            if j in row:
+                p = row[j]
                 rec.update(p.info)
                 rec.setdefault("status", "skipped" if p.mask.size == 0 or not p.mask.any() else "swapped")
             else:
                 rec.update(status="skipped", reason=v)
-            row.append(rec)
-        records.append(row)
+            recs.append(rec)
+        records.append(recs)
     return ChunkResult(list(out), patches, records)
+
+
+def one_per_face(swapper, faces: Sequence[Sequence[Face]], patches) -> list[list[SwapPatch]]:
+    """``patches`` as returned by ``swapper.swap(frames, faces, ...)``, checked against the
+    FaceSwapper contract: one SwapPatch per given face, in order (SwapPatch.refusal for a face it
+    cannot swap). Faces and patches are paired by position, so a swapper that dropped or added one
+    would pin later faces' results on the wrong face: that is an error here, never a guess."""
+    rows = [list(ps) for ps in (patches or [])]
+    ok = len(rows) == len(faces) and all(len(ps) == len(fs) and all(isinstance(p, SwapPatch) for p in ps)
+                                         for fs, ps in zip(faces, rows))
+    if not ok:
+        got = [len(ps) for ps in rows]
+        want = [len(fs) for fs in faces]
+        raise SwaplineError(f"the {getattr(swapper, 'name', 'swapper')} swapper broke its contract: it must "
+                            f"return one patch per face (a SwapPatch.refusal with the reason for a face it "
+                            f"cannot swap), but for faces per frame {want} it returned {got} patches"
+                            + ("" if got != want else " with a non-patch among them")
+                            + ". Its results were not pasted, since they cannot be matched to faces.")
+    return rows
 
 
 def _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts: SwapOptions, t: dict) -> dict:
@@ -117,29 +139,17 @@ def _swap_small(swapper, analyzer, frames, faces, verdicts, source, opts: SwapOp
             if why is not None:
                 vs[j] = f"{why} (on a {sx:.1f}x upscaled crop)"
                 continue
-            ps = _timed(t, "swap", swapper.swap, [crop], [[f2]], source)
+            ps = one_per_face(swapper, [[f2]], _timed(t, "swap", swapper.swap, [crop], [[f2]], source))
+            if ps[0][0].refused:
+                vs[j] = f"{ps[0][0].info['reason']} (on a {sx:.1f}x upscaled crop)"
+                continue
             ps = _timed(t, "masks", refine_masks, [crop], [[f2]], ps, opts.masks, None)
-            patch = _timed(t, "upscaled", upscale.patch_to_frame, ps[0][0], crop.shape, region) if ps[0] else None
+            patch = _timed(t, "upscaled", upscale.patch_to_frame, ps[0][0], crop.shape, region)
             if patch is not None:
                 patch.info["upscaled"] = round(float(sx), 2)
                 vs[j] = None
                 out[(k, j)] = patch
     return out
-
-
-def _merge_small(verdicts, patches, small: dict) -> list[list[SwapPatch]]:
-    """Patches in face order again: the regular swaps, with the upscaled ones where they belong."""
-    merged = []
-    for k, (vs, ps) in enumerate(zip(verdicts, patches)):
-        it = iter(ps)
-        row = []
-        for j, v in enumerate(vs):
-            if (k, j) in small:
-                row.append(small[(k, j)])
-            elif v is None:
-                row.append(next(it))
-        merged.append(row)
-    return merged
 
 
 def _timed(t: dict, name: str, fn, *args):

@@ -17,20 +17,20 @@ from pathlib import Path
 import numpy as np
 
 from .read import checked_path, open_container
-from .write import as_fraction, audio_origin
+from .write import as_fraction, audio_origin, temp_path
 
 
 def write_lossless(path: str | os.PathLike, frames: Iterable[np.ndarray], fps,
                    audio: tuple[np.ndarray, int] | None = None) -> int:
     """Write RGB uint8 frames (and optional audio: float samples (channels, n) in [-1, 1] and
     the sample rate) to an FFV1/PCM NUT file (path should end in .nut); returns the frame count. Written to a
-    temporary name and renamed, so a file at ``path`` is always complete."""
+    temporary name of its own and renamed, so a file at ``path`` is always complete."""
     import av
 
     path = Path(path)
     fps = as_fraction(fps)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial.nut")
+    tmp = temp_path(path)       # this call's own: a concurrent write of the same file keeps its own
     n = 0
     try:
         with av.open(str(tmp), "w", format="nut") as out:

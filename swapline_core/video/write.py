@@ -7,6 +7,7 @@ renamed on success, so a crash or exception never leaves a half-written file und
 from __future__ import annotations
 
 import os
+import uuid
 from fractions import Fraction
 from pathlib import Path
 
@@ -19,6 +20,15 @@ from .read import frame_time
 MP4_COPY_AUDIO = frozenset({"aac", "mp3"})
 AAC_BITRATE = 192_000
 _CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov"}
+
+
+def temp_path(path: str | os.PathLike) -> Path:
+    """A hidden temporary name next to ``path`` that is this writer's alone (pid and a random part).
+    Two jobs writing the same output (the same prefix and counter, or the same cache key) then never
+    share one: neither overwrites the other's partial file, and an abort deletes only its own. Same
+    folder as ``path``, so the final rename is atomic."""
+    p = Path(path)
+    return p.with_name(f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.partial{p.suffix}")
 
 
 def as_fraction(fps) -> Fraction:
@@ -61,7 +71,7 @@ class VideoWriter:
         self.audio_mode: str | None = None     # "copy" | "aac" | None
         self._codec_options = dict(codec_options or {})
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.with_name(f".{self.path.name}.partial{self.path.suffix}")
+        self._tmp = temp_path(self.path)
         import av
 
         opts = {"movflags": "+faststart"} if faststart else {}
@@ -181,7 +191,8 @@ class VideoWriter:
         return self.path
 
     def abort(self) -> None:
-        """Drop the output: close everything and delete the partial file."""
+        """Drop the output: close everything and delete this writer's partial file (only its own:
+        another writer to the same path keeps going)."""
         import av
 
         if self._audio is not None:
@@ -381,11 +392,14 @@ def write_image(path: str | os.PathLike, rgb: np.ndarray, quality: int = 95) -> 
             and rgb.shape[2] == 3):
         raise TypeError("images must be uint8 arrays shaped (H, W, 3)")
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.partial")
+    tmp = temp_path(p)
     opts = {"quality": int(quality)} if fmt == "JPEG" else {"compress_level": 6}
-    Image.fromarray(rgb).save(tmp, format=fmt, **opts)
-    os.replace(tmp, p)
+    try:
+        Image.fromarray(rgb).save(tmp, format=fmt, **opts)
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)
     return p
 
 
-__all__ = ["AAC_BITRATE", "MP4_COPY_AUDIO", "VideoWriter", "write_image"]
+__all__ = ["AAC_BITRATE", "MP4_COPY_AUDIO", "VideoWriter", "temp_path", "write_image"]

@@ -16,7 +16,7 @@ from ...errors import BadModelError, SwaplineError
 from ...faces.align import template, umeyama, warp_crops
 from ...faces.paste import crop_mask, crop_to_patch
 from ...interfaces import FaceSwapper
-from ...types import Competence, Face, SourceIdentity, SwapPatch
+from ...types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch
 from ..onnx_sessions import create_session
 from . import pixel_boost as boost
 from .families import detect_family
@@ -111,7 +111,7 @@ class FamilySwapper(FaceSwapper):
         where = "\n".join(f"  - {d}" for d in searched)
         raise SwaplineError(f"the {self.spec.name} swapper '{Path(self.path).name}' needs its embedding converter "
                             f"'{name}' (FaceFusion's models), which was not found. Folders searched:\n{where}\n"
-                            "Put it next to the swapper file (README.md#models).")
+                            "Put it next to the swapper file (docs/models.md).")
 
     def to_model_space(self, emb: np.ndarray) -> np.ndarray:
         """ArcFace embeddings (M, 512) -> what the graph's source input takes, (M, D)."""
@@ -213,8 +213,12 @@ class FamilySwapper(FaceSwapper):
         for n, (i, _j) in enumerate(owners):
             h, w = images[i].shape[:2]
             patch = crop_to_patch((h, w), swapped[n], self.mask, mats[n], {**info, **notes[n]})
-            if patch is not None:
-                out[i].append(patch)
+            # One patch per face, always: a face partly outside the frame is pasted on its visible
+            # part (crop_to_patch clips), one with no pixel of its mask inside is refused with the
+            # reason. Dropping it instead would pin every later face's patch on the wrong face.
+            if patch is None or not patch.mask.any():
+                patch = SwapPatch.refusal(OUTSIDE_FRAME, info)
+            out[i].append(patch)
         return out
 
     def model_files(self) -> list[tuple[str, str]]:
