@@ -6,6 +6,8 @@ classical swapper has no model: its whole ``swap`` is geometry and blending, i.e
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 INFERENCE = ("detect", "embed", "landmarks", "swap_model")
 
 # (row in the stage table, labels summed into it); None: the stage is not part of this setup.
@@ -20,40 +22,102 @@ ROWS = (
     ("QA", None),           # not part of the video pipeline yet
     ("encode", ("encode",)),
 )
-OTHER_LABELS = ("flow", "store", "replay", "select")
+# Itemised under "other": work ours does that no naive step matches (the mask stack and the
+# guards run inside Swap Faces in Frames; the naive baseline has neither).
+OTHER_LABELS = ("flow", "store", "replay", "select", "masks", "guards")
 
 
-def targets(case, naive_module=None) -> list[tuple]:
-    from swapline_core.backends import insightface_pack as insightface_backend
-    from swapline_core.backends import inswapper
+class Target(NamedTuple):
+    """One function to time: ``getattr(owner, attr)`` is replaced for the run.
+
+    ``owner`` must be where the caller looks the name up at call time (the module that imports
+    it, or the object), not where it is defined: ``from x import f`` binds a second name, and
+    patching ``x.f`` would leave that caller untimed. ``required``: the run must call it at
+    least once, or the probe's stage table would silently lose that time (``check_called``)."""
+    owner: object
+    attr: str
+    label: str
+    gen: bool = False
+    required: bool = True
+
+    @property
+    def name(self) -> str:
+        owner = self.owner
+        base = getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or type(owner).__qualname__
+        return f"{base}.{self.attr}"
+
+
+class StaleTargetError(AttributeError):
+    """A target names something the core no longer has (moved, renamed or no longer called)."""
+
+
+def targets(case, kind: str, naive_module=None) -> list[Target]:
+    """What to time in a ``kind`` ("naive" or "ours") run of ``case``; every owner/name is the one
+    the running code looks up (checked against the tree: ``check_exists``, ``check_called``)."""
+    from swapline_core.backends import insightface_pack
+    from swapline_core.backends.swappers import runner
     from swapline_core.faces import tracking
+    from swapline_core.swap import chunk as swap_chunk
     from swapline_core.video import frames
     from swapline_core.video import read as video_read
     from swapline_core.video import stages as pipeline
     from swapline_core.video import store as chunk_store
     from swapline_core.video.write import VideoWriter
 
+    analyzer, swapper = case.analyzer, case.swapper
+    ours = kind == "ours"
+    neural = isinstance(swapper, runner.FamilySwapper)
     out = [
-        (video_read, "iter_frames", "decode", "gen"),   # iter_chunks and FrameSequence go through it
-        (case.analyzer, "detect", "detect"),
-        (case.analyzer, "embed", "embed"),
-        (case.analyzer, "landmarks68", "landmarks"),
-        (case.swapper, "swap", "swap"),
-        (insightface_backend, "warp_crops", "align"),   # recognizer crops
-        (inswapper, "warp_crops", "align"),             # swapper crops
-        (inswapper, "crop_to_patch", "paste"),          # swapped crop back to a frame patch
-        (pipeline, "apply_patches", "paste"),
-        (pipeline, "encode_layer_chunk", "store"),
-        (chunk_store.ChunkStore, "save", "store"),
-        (chunk_store.ChunkStore, "load", "store"),
-        (frames, "apply_layer_chunk", "replay"),
-        (tracking.FaceTracker, "_flow", "flow"),
-        (VideoWriter, "write", "encode"),
-        (VideoWriter, "close", "encode"),
+        Target(video_read, "iter_frames", "decode", gen=True),   # iter_chunks and FrameSequence go through it
+        Target(analyzer, "detect", "detect"),
+        # naive embeds every frame; ours only on detection frames, and always in identity mode
+        Target(analyzer, "embed", "embed", required=ours or bool(analyzer.embedding_dim)),
+        # ours asks for landmarks only where the swapper needs them (swap.chunk.prepare_landmarks)
+        Target(analyzer, "landmarks68", "landmarks",
+               required=swapper.needs_landmarks if ours else analyzer.supports_landmarks),
+        Target(swapper, "swap", "swap"),
+        Target(VideoWriter, "write", "encode"),
+        Target(VideoWriter, "close", "encode"),
     ]
-    session = getattr(case.swapper, "session", None)
-    if session is not None:
-        out.append((session, "run", "swap_model"))
+    if isinstance(analyzer, insightface_pack.InsightFaceAnalyzer):
+        out.append(Target(insightface_pack, "warp_crops", "align"))      # recognizer crops
+    if neural:
+        # the INSwapper-style swappers run through the shared family runner since the core split
+        out += [Target(runner, "warp_crops", "align"),                     # swapper crops
+                Target(runner, "crop_to_patch", "paste"),                  # swapped crop back to a frame patch
+                Target(swapper.session, "run", "swap_model")]
+    if ours:
+        out += [
+            Target(swap_chunk, "apply_patches", "paste"),       # Swap Faces in Frames' paste-back
+            Target(swap_chunk, "refine_masks", "masks"),
+            Target(swap_chunk, "screen", "guards"),
+            Target(pipeline, "encode_layer_chunk", "store"),
+            Target(chunk_store.ChunkStore, "save", "store"),
+            Target(chunk_store.ChunkStore, "load", "store", required=False),   # only on resume / replay
+            Target(frames, "apply_layer_chunk", "replay"),
+            Target(tracking.FaceTracker, "_flow", "flow"),
+        ]
     if naive_module is not None:
-        out += [(naive_module, "paste_full_frame", "paste"), (naive_module, "choose", "select")]
+        out += [Target(naive_module, "paste_full_frame", "paste"), Target(naive_module, "choose", "select")]
     return out
+
+
+def check_exists(items) -> None:
+    """Fail before any timing when a target names something that is not there."""
+    missing = [t for t in items if not hasattr(t.owner, t.attr)]
+    if missing:
+        raise StaleTargetError(
+            "bench/instrument.py times functions the core no longer has: "
+            + ", ".join(f"{t.name} ({t.label})" for t in missing)
+            + ". They were moved or renamed: point targets() at the module that calls them now.")
+
+
+def check_called(items, calls: dict[str, int], kind: str) -> None:
+    """Fail when a required target was patched but never ran: a stale import left behind in a
+    module (the caller moved elsewhere) would otherwise time nothing and hide its stage."""
+    idle = [t for t in items if t.required and not calls.get(t.name)]
+    if idle:
+        raise StaleTargetError(
+            f"bench/instrument.py: during the {kind} run nothing called "
+            + ", ".join(f"{t.name} ({t.label})" for t in idle)
+            + ". The code that used to call them goes through another module now: patch that one.")

@@ -18,6 +18,7 @@ from .paths import MEDIA, SAMPLE_CLIP
 
 GEN_VERSION = 1
 WIDTH, HEIGHT = 1280, 720
+SIZE = (WIDTH, HEIGHT)
 CRF, PRESET = 23, "veryfast"
 
 
@@ -48,20 +49,22 @@ def pingpong(n_frames: int, n_source: int) -> list[int]:
     return [cycle[i % len(cycle)] for i in range(n_frames)]
 
 
-def generated_clip(n_frames: int, log=print) -> Path:
-    """The cached n-frame 1280x720 clip, generating it when missing or stale."""
+def generated_clip(n_frames: int, log=print, size: tuple[int, int] = SIZE) -> Path:
+    """The cached n-frame clip (1280x720 unless ``size``), generating it when missing or stale."""
     from swapline_core.video.read import probe
     from swapline_core.video.write import VideoWriter
 
+    width, height = size
     info = probe(SAMPLE_CLIP)
-    meta = {"version": GEN_VERSION, "frames": n_frames, "size": [WIDTH, HEIGHT], "crf": CRF,
+    meta = {"version": GEN_VERSION, "frames": n_frames, "size": [width, height], "crf": CRF,
             "preset": PRESET, "sample": info.content_key, "fps": str(info.fps_fraction)}
-    path = MEDIA / f"gen_{n_frames}f_{WIDTH}x{HEIGHT}.mp4"
+    path = MEDIA / f"gen_{n_frames}f_{width}x{height}.mp4"
     sidecar = path.with_suffix(".json")
     if path.is_file() and sidecar.is_file() and json.loads(sidecar.read_text()) == meta:
         return path
-    log(f"generating {path.name} ({n_frames} frames, {WIDTH}x{HEIGHT}, crf {CRF} {PRESET})")
-    canvases = [fit_to_canvas(f) for f in sample_frames()]
+    log(f"generating {path.name} ({n_frames} frames, {width}x{height}, crf {CRF} {PRESET})")
+    MEDIA.mkdir(parents=True, exist_ok=True)
+    canvases = [fit_to_canvas(f, width, height) for f in sample_frames()]
     with VideoWriter(path, fps=info.fps_fraction, crf=CRF, preset=PRESET) as w:
         for i in pingpong(n_frames, len(canvases)):
             w.write(canvases[i])

@@ -1,10 +1,13 @@
 """Where the benchmark reads inputs and writes results (everything under out/bench)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "out" / "bench"
+# SWAPLINE_BENCH_OUT: another root for a run that must not touch a real run's out/bench (the CI
+# smoke check; bench/run.py wipes its work folder at start)
+OUT = Path(os.environ.get("SWAPLINE_BENCH_OUT") or REPO / "out" / "bench").resolve()
 MEDIA = OUT / "media"          # generated clips (cached between runs)
 MODELS = OUT / "models"        # synthetic buffalo_l + inswapper stand-ins
 WORK = OUT / "work"            # chunk stores, encoded outputs, server base dirs (wiped per run)

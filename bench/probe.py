@@ -18,6 +18,7 @@ class Probe:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._children: list[float] = []   # per open timed call: time spent in timed callees
+        self.target_calls: dict[str, int] = {}
 
     def _enter(self) -> float:
         self._children.append(0.0)
@@ -66,18 +67,33 @@ class Probe:
 
     @contextmanager
     def patch(self, targets):
-        """``targets``: (object, attribute, label[, "gen"]) tuples; restored on exit."""
+        """``targets``: ``bench.instrument.Target``s; restored on exit. A name that is not there
+        raises ``StaleTargetError`` before anything is patched; ``target_calls`` counts the calls
+        of each target by ``Target.name``."""
+        from .instrument import check_exists
+
+        targets = list(targets)
+        check_exists(targets)
         with ExitStack() as stack:
-            for obj, attr, label, *kind in targets:
-                original = getattr(obj, attr)
-                own = attr in getattr(obj, "__dict__", {})   # else: an instance shadows its class
-                timed = (self.wrap_generator if kind == ["gen"] else self.wrap)(label, original)
-                setattr(obj, attr, timed)
+            for t in targets:
+                original = getattr(t.owner, t.attr)
+                own = t.attr in getattr(t.owner, "__dict__", {})   # else: an instance shadows its class
+                timed = (self.wrap_generator if t.gen else self.wrap)(t.label, original)
+                setattr(t.owner, t.attr, self._counted(t.name, timed))
                 if own:
-                    stack.callback(setattr, obj, attr, original)
+                    stack.callback(setattr, t.owner, t.attr, original)
                 else:
-                    stack.callback(delattr, obj, attr)
+                    stack.callback(delattr, t.owner, t.attr)
             yield self
+
+    def _counted(self, name: str, fn):
+        self.target_calls.setdefault(name, 0)
+
+        @functools.wraps(fn)
+        def counted(*args, **kwargs):
+            self.target_calls[name] += 1
+            return fn(*args, **kwargs)
+        return counted
 
     def to_json(self) -> dict:
         return {k: round(v, 4) for k, v in sorted(self.seconds.items())}

@@ -112,14 +112,20 @@ QA_SAMPLE_EVERY = 8
 
 
 def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLOW, log=print,
-                 timeout: float = 4 * 3600) -> dict:
+                 timeout: float = 4 * 3600, server=None) -> dict:
+    """``server``: a running ``ComfyServer`` to use instead of a fresh one (the CI smoke test
+    shares the test session's; its peak then includes whatever that server already held, so
+    it is no measurement). It is left running and its output folder is left alone."""
     from devtools.comfy_harness import ComfyServer
     from swapline_core.video.read import probe
 
-    base = work / f"server-{label}"
-    shutil.rmtree(base, ignore_errors=True)
-    server = ComfyServer(base, MODELS)
-    server.prepare_dirs()
+    own = server is None
+    if own:
+        base = work / f"server-{label}"
+        shutil.rmtree(base, ignore_errors=True)
+        server = ComfyServer(base, MODELS)
+        server.prepare_dirs()
+    base = server.base_dir
     prompt = json.loads(Path(workflow).read_text())
     loader = next(nid for nid, n in prompt.items() if n["class_type"] == "SwaplineLoadVideo")
     prompt[loader]["inputs"]["video"] = _stage_inputs(server, clip)
@@ -131,8 +137,9 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
     classes = {nid: node["class_type"] for nid, node in prompt.items()}
     frames = probe(clip).frame_count
 
-    log(f"  [{label}] starting ComfyUI (log: {server.log_path})")
-    server.start()
+    if own:
+        log(f"  [{label}] starting ComfyUI (log: {server.log_path})")
+        server.start()
     try:
         sampler = RssSampler(server.proc.pid)
         idle_rss = sampler.tree_rss()
@@ -160,7 +167,8 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
             ws.close()
         hist = server.history(pid)
     finally:
-        server.stop()
+        if own:
+            server.stop()
     outputs = hist.get("outputs", {})
     track, swap, qa = _ui(outputs, "swapline_track"), _ui(outputs, "swapline_swap"), _ui(outputs, "swapline_qa")
     qa_report = {}
@@ -182,7 +190,8 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
                      "seconds": qa_report.get("seconds"), "summary": qa.get("summary")},
               "stages": stage_table(track, swap, qa_report.get("seconds") or {}, clock.seconds, wall, frames),
               "server_log": str(server.log_path)}
-    shutil.rmtree(base / "output", ignore_errors=True)   # the encoded clip and chunk stores
+    if own:
+        shutil.rmtree(base / "output", ignore_errors=True)   # the encoded clip and chunk stores
     return result
 
 

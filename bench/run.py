@@ -1,7 +1,9 @@
-"""Entry point: ``python -m bench.run [--quick] [--skip-rss] [--skip-speed] [--skip-tiled-vae] [--skip-farm]``.
+"""Entry point: ``python -m bench.run [--smoke] [--quick] [--skip-rss|speed|quality|tiled-vae|farm]``.
 
 Writes out/bench/results.json and out/bench/results.md (see bench/README.md). Results are
 rewritten after every step, so an interrupted run keeps what it measured (marked incomplete).
+``--smoke`` runs every section's code path on tiny inputs (tests/unit/bench/test_bench_smoke.py
+runs it in CI); its numbers mean nothing and never reach docs/measurements.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import shutil
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import measurements, media, report
 from .machine import load_average, machine_info
@@ -25,13 +29,39 @@ ENCODE = {"crf": 18, "preset": "medium"}   # the shipped workflows' Save Video s
 _T0 = time.perf_counter()
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Input sizes of one run. ``speed_clips``: name -> frames of a generated clip of
+    ``clip_size`` (None: the shipped sample as is)."""
+    speed_clips: dict
+    clip_size: tuple[int, int]
+    rss_frames: tuple[int, int]                  # short, long
+    repeats: int                                 # at most, per path and clip (bench/speed.py)
+    quality_frames: int | None                   # frames per quality clip (None: all)
+    tiled_vae: tuple[tuple[int, int], tuple[int, int] | None]   # size, ablation size
+    farm: dict = field(default_factory=dict)     # bench.farm.run keywords
+    docs: bool = True                            # a complete run rewrites docs/measurements
+
+
+FULL = Plan({"sample48": None, "gen300": SHORT_FRAMES}, media.SIZE, (SHORT_FRAMES, LONG_FRAMES), 3, None,
+            (TILED_VAE_SIZE, TILED_VAE_ABLATION))
+# Seconds per section on 2 cores, enough to go through every function the full run does (the
+# speed section's instrumentation checks each timed function really ran). The tiled VAE frame is
+# its children's warm-up size: each child's start-up (torch, ComfyUI, the VAE) is most of the
+# section's time. The farm keeps 1 and 2 workers (the speedup path).
+SMOKE = Plan({"gen4": 4}, (320, 180), (4, 8), 1, 4, ((64, 64), (64, 64)),
+             {"jobs": 2, "frames": 4, "chunk_frames": 2}, docs=False)
+
+
 def log(msg: str) -> None:
     print(f"[bench {time.perf_counter() - _T0:7.1f}s] {msg}", flush=True)
 
 
 def parse(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help=f"skip the {LONG_FRAMES}-frame server run (smoke check)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="every section on tiny inputs, seconds each (CI); results only, docs untouched")
+    ap.add_argument("--quick", action="store_true", help=f"skip the {LONG_FRAMES}-frame server run")
     ap.add_argument("--skip-rss", action="store_true", help="skip the ComfyUI server peak-RSS runs")
     ap.add_argument("--skip-speed", action="store_true", help="skip the naive-vs-ours speed comparison")
     ap.add_argument("--skip-quality", action="store_true",
@@ -47,13 +77,12 @@ def new_results(args) -> dict:
     return {
         "machine": machine_info(),
         "run": measurements.stamp(),
-        "settings": {"quick": args.quick, "skip_rss": args.skip_rss, "skip_speed": args.skip_speed,
+        "settings": {"smoke": getattr(args, "smoke", False), "quick": args.quick, "skip_rss": args.skip_rss,
+                     "skip_speed": args.skip_speed,
                      "skip_tiled_vae": args.skip_tiled_vae, "skip_quality": args.skip_quality,
                      "skip_farm": getattr(args, "skip_farm", False),
                      "encode": ENCODE, "detect_every": 8, "chunk": 16,
-                     "clips": {"sample48": str(SAMPLE_CLIP.relative_to(REPO)),
-                               "gen300": f"{SHORT_FRAMES} frames 1280x720 generated from the sample",
-                               "gen3000": f"{LONG_FRAMES} frames 1280x720 generated from the sample"}},
+                     "clips": clip_names(SMOKE if getattr(args, "smoke", False) else FULL)},
         "video": {"speedup_vs_naive": None, "speedup_vs_naive_by_case": {},
                   "speedup_vs_naive_cpu_by_case": {}, "peak_rss_ratio_long_vs_short": None,
                   "peak_rss_mb": {"short": None, "long": None}, "stages": {}, "fps": {},
@@ -69,13 +98,20 @@ def new_results(args) -> dict:
     }
 
 
+def clip_names(plan: Plan) -> dict:
+    w, h = plan.clip_size
+    frames = {**plan.speed_clips, **{f"gen{n}": n for n in plan.rss_frames}}
+    return {name: str(SAMPLE_CLIP.relative_to(REPO)) if n is None else f"{n} frames {w}x{h} generated from the sample"
+            for name, n in frames.items()}
+
+
 def record_stages(video: dict, key: str, table: dict) -> None:
     video["stages"][key] = table
     video["fps"][key] = table["fps"]
     video["non_inference_share_by_run"][key] = table["non_inference_share"]
 
 
-def run_speed(results: dict, clips: dict, save) -> None:
+def run_speed(results: dict, clips: dict, save, repeats: int = FULL.repeats) -> None:
     from . import speed
     from .cases import CASES
 
@@ -92,7 +128,7 @@ def run_speed(results: dict, clips: dict, save) -> None:
             key = f"{case_name}/{clip_name}"
             log(f"speed: {key}")
             try:
-                r = speed.compare(case, clip_name, clip, WORK / "speed", log=log, **ENCODE)
+                r = speed.compare(case, clip_name, clip, WORK / "speed", log=log, repeats=repeats, **ENCODE)
             except Exception as exc:
                 results["errors"][f"speed {key}"] = _error(exc)
                 save()
@@ -111,14 +147,16 @@ def run_speed(results: dict, clips: dict, save) -> None:
         results["met"]["speedup_vs_naive"] = video["speedup_vs_naive"] >= TARGETS["speedup_vs_naive"]
 
 
-def run_rss(results: dict, clips: dict, save) -> None:
+def run_rss(results: dict, clips: dict, save, server=None) -> None:
+    """``server``: an already running ComfyServer for every clip (the CI smoke test's), else a
+    fresh one per clip."""
     from . import rss
 
     video = results["video"]
     for label, clip in clips.items():
         log(f"rss: {label} clip ({clip.name}) through a fresh ComfyUI server")
         try:
-            r = rss.run_workflow(label, clip, WORK, log=log)
+            r = rss.run_workflow(label, clip, WORK, log=log, server=server)
         except Exception as exc:
             results["errors"][f"rss {label}"] = _error(exc)
             save()
@@ -136,12 +174,12 @@ def run_rss(results: dict, clips: dict, save) -> None:
             video["peak_rss_ratio_long_vs_short"] <= TARGETS["peak_rss_ratio_long_vs_short"])
 
 
-def run_tiled_vae(results: dict, save) -> None:
+def run_tiled_vae(results: dict, save, sizes=FULL.tiled_vae) -> None:
     """Each method in its own child process (bench/tiled_vae.py): exact peak memory per method."""
     from . import tiled_vae
 
     try:
-        res = tiled_vae.run(TILED_VAE_SIZE, ablation_size=TILED_VAE_ABLATION, log=log)
+        res = tiled_vae.run(sizes[0], ablation_size=sizes[1], log=log)
     except Exception as exc:  # noqa: BLE001 - keep the other sections
         results["errors"]["tiled_vae"] = _error(exc)
         return
@@ -152,29 +190,34 @@ def run_tiled_vae(results: dict, save) -> None:
     save()
 
 
-def run_quality(results: dict, save) -> None:
+def run_quality(results: dict, save, frames_limit: int | None = None) -> None:
     """Known-truth swap-quality cases (bench/quality): real stages, independent scorer."""
     from .quality import run as quality
 
     try:
         # strips to out/bench (WORK is wiped at the end of the run)
-        results["quality"] = quality.evaluate(QUALITY_MEDIA, WORK / "quality", log=log, strip_dir=OUT)
+        results["quality"] = quality.evaluate(QUALITY_MEDIA, WORK / "quality", log=log, strip_dir=OUT,
+                                              frames_limit=frames_limit)
         results["met"]["quality"] = all(v is True for v in results["quality"]["met"].values())
     except Exception as exc:  # noqa: BLE001 - keep the other sections
         results["errors"]["quality"] = _error(exc)
     save()
 
 
-def run_farm(results: dict, save) -> None:
+def run_farm(results: dict, save, sizes: dict | None = None) -> None:
     """swapline-farm: throughput with 1 vs 2 local workers, coordinator overhead (bench/farm.py)."""
     from . import farm
 
     try:
-        results["farm"] = farm.run(log=log)
+        results["farm"] = farm.run(log=log, **(sizes or {}))
         results["met"]["farm"] = results["farm"]["met"]
     except Exception as exc:  # noqa: BLE001 - keep the other sections
         results["errors"]["farm"] = _error(exc)
     save()
+
+
+def clip(plan: Plan, frames: int | None) -> Path:
+    return SAMPLE_CLIP if frames is None else media.generated_clip(frames, log=log, size=plan.clip_size)
 
 
 def _error(exc: BaseException) -> str:
@@ -185,6 +228,7 @@ def _error(exc: BaseException) -> str:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    plan = SMOKE if args.smoke else FULL
     OUT.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WORK, ignore_errors=True)
     results = new_results(args)
@@ -196,25 +240,27 @@ def main(argv=None) -> int:
         (OUT / "results.md").write_text(report.markdown(results))
 
     log(f"machine: {results['machine']['cpu_count']} CPUs, load {results['machine']['load_average_at_start']}")
-    short = media.generated_clip(SHORT_FRAMES, log=log) if not (args.skip_speed and args.skip_rss) else None
+    if args.smoke:
+        log("smoke check: tiny inputs, numbers are not measurements (docs/measurements untouched)")
     if not args.skip_speed:
-        run_speed(results, {"sample48": SAMPLE_CLIP, "gen300": short}, save)
+        run_speed(results, {name: clip(plan, n) for name, n in plan.speed_clips.items()}, save, plan.repeats)
     if not args.skip_rss:
-        clips = {"short": short}
+        short, long_ = plan.rss_frames
+        clips = {"short": clip(plan, short)}
         if not args.quick:
-            clips["long"] = media.generated_clip(LONG_FRAMES, log=log)
+            clips["long"] = clip(plan, long_)
         run_rss(results, clips, save)
     if not args.skip_quality:
-        run_quality(results, save)
+        run_quality(results, save, plan.quality_frames)
     if not args.skip_tiled_vae:
-        run_tiled_vae(results, save)
+        run_tiled_vae(results, save, plan.tiled_vae)
     if not args.skip_farm:
-        run_farm(results, save)
+        run_farm(results, save, plan.farm)
     results["complete"] = True
     save()
     shutil.rmtree(WORK, ignore_errors=True)
     log(f"wrote {OUT / 'results.json'} and {OUT / 'results.md'}")
-    for path in measurements.write(results):       # only a complete run updates the docs
+    for path in measurements.write(results) if plan.docs else ():   # only a complete full run updates the docs
         log(f"wrote {path}")
     print(report.summary(results), flush=True)
     return 1 if results["errors"] else 0

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import naive, ours, stages
-from .instrument import targets
+from .instrument import check_called, targets
 from .machine import load_average
 from .probe import Probe
 
@@ -58,7 +58,8 @@ def timed_run(kind: str, case, clip: Path, work: Path, crf: int, preset: str, lo
     probe = Probe()
     progress = Progress(f"{case.name} {kind}", log)
     gc.collect()
-    with probe.patch(targets(case, naive if kind == "naive" else None)):
+    items = targets(case, kind, naive if kind == "naive" else None)
+    with probe.patch(items):
         c0, t0 = time.process_time(), time.perf_counter()
         if kind == "naive":
             out = naive.run(case, clip, work, crf=crf, preset=preset, progress=progress)
@@ -66,14 +67,18 @@ def timed_run(kind: str, case, clip: Path, work: Path, crf: int, preset: str, lo
             out = ours.run(case, clip, work, crf=crf, preset=preset, progress=progress)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     shutil.rmtree(work, ignore_errors=True)
+    check_called(items, probe.target_calls, kind)
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "probe": probe.to_json(),
+            "target_calls": dict(probe.target_calls),
             "load_average": load_average(), **out}
 
 
-def compare(case, clip_name: str, clip: Path, work: Path, *, crf: int, preset: str, log=print) -> dict:
+def compare(case, clip_name: str, clip: Path, work: Path, *, crf: int, preset: str, log=print,
+            repeats: int = REPEATS) -> dict:
+    """``repeats``: at most this many runs per path (the smoke check runs each once)."""
     warm_up(case, clip, work / "warmup", crf, preset)
     runs: dict[str, list[dict]] = {"naive": [], "ours": []}
-    for rep in range(REPEATS):
+    for rep in range(repeats):
         for kind in ("naive", "ours"):
             if rep and runs[kind][0]["wall_s"] >= REPEAT_UNDER_S:
                 continue
@@ -90,7 +95,8 @@ def compare(case, clip_name: str, clip: Path, work: Path, *, crf: int, preset: s
                          "runs_wall_s": [r["wall_s"] for r in rs], "runs_cpu_s": [r["cpu_s"] for r in rs],
                          "frames": rep["frames"], "frames_swapped": rep["frames_swapped"],
                          "stages": stages.from_probe(rep["probe"], rep["wall_s"], rep["frames"]),
-                         "probe_seconds": rep["probe"], "load_average": [r["load_average"] for r in rs]}
+                         "probe_seconds": rep["probe"], "target_calls": rep["target_calls"],
+                         "load_average": [r["load_average"] for r in rs]}
         if "reports" in rep:
             summary[kind]["pipeline_reports"] = rep["reports"]
     n, o = summary["naive"], summary["ours"]

@@ -5,11 +5,14 @@
 # swapline-farm with 1 vs 2 local ComfyUI workers. Sets everything up first if
 # needed. Results: out/bench/results.json and out/bench/results.md (see bench/README.md).
 #   scripts/bench.sh            full run (includes a 3000-frame 1280x720 clip through ComfyUI)
-#   scripts/bench.sh --quick    smoke check: everything except the 3000-frame run
+#   scripts/bench.sh --quick    everything except the 3000-frame run
+#   scripts/bench.sh --smoke    every section on tiny inputs, seconds each: checks the code paths, not
+#                               speed (CI runs it: tests/unit/bench/test_bench_smoke.py); docs untouched
 #   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae / --skip-farm
 #   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# the test clips and swapline-farm (the farm section) come with the tests' setup; ComfyUI 0.33 is not needed
+SWAPLINE_TEST_COMFY=0.3.75 scripts/setup.sh --tests
 export DO_NOT_TRACK=1
 exec .venv/bin/python -m bench.run "$@"
