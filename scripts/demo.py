@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,27 +56,17 @@ def publish(strip: Path, report: dict) -> list[Path]:
     import numpy as np
     from PIL import Image
 
+    from devtools.captions import made_from, set_caption
     from swapline_core.video.write import write_image
 
     image = REPO / "docs" / "images" / "demo_strip.jpg"
     write_image(image, np.asarray(Image.open(strip).convert("RGB")), quality=88)
-    git = lambda *a: subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    if git("status", "--porcelain", "--untracked-files=no"):
-        commit += " with uncommitted changes"
     qa = next((v for k, v in report["nodes"].items() if k.endswith(":swapline_qa")), None)
     verdict = (f"QA gate: {qa['frames_passed']} of {qa['frames_checked']} frames passed"
                if qa and "frames_passed" in qa else "QA gate: no report")
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    caption = (f"_Top: the source photo and frames of the shipped sample clip; bottom: the demo's output "
-               f"(`scripts/demo.sh --publish`, commit {commit}, {when}; {verdict})._")
-    readme = REPO / "README.md"
-    text, n = re.subn(r"(!\[[^\]]*\]\(docs/images/demo_strip\.jpg\)\n)_[^\n]*_", lambda m: m.group(1) + caption,
-                      readme.read_text(), count=1)
-    if n != 1:
-        raise SystemExit("README.md has no docs/images/demo_strip.jpg picture with a _caption_ line under it")
-    readme.write_text(text)
-    return [image, readme]
+    caption = (f"Top: the source photo and frames of the shipped sample clip; bottom: the demo's output "
+               f"(`scripts/demo.sh --publish`, {made_from()}; {verdict}).")
+    return [image, set_caption(REPO / "README.md", "docs/images/demo_strip.jpg", caption)]
 
 
 def main() -> int:

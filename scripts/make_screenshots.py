@@ -2,7 +2,9 @@
 
 Writes
   docs/images/graph_video_swap.png   the video_swap_builtin graph after it ran on the sample clip
+                                     (caption in docs/workflows.md)
   docs/images/qa_chart.png           its QA gate node: per-frame chart drawn by web/js/swapline.js
+                                     (caption in docs/qa.md)
   workflows/<name>.jpg               template-browser thumbnails, one per UI workflow (the 1.32.9
                                      frontend requests /api/workflow_templates/<pack>/<name>.jpg)
 
@@ -24,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))          # devtools, swapline_core
 
+from devtools.captions import made_from, set_caption  # noqa: E402
 from devtools.comfy_harness import ComfyServer  # noqa: E402
 from devtools.swapline_editor import (  # noqa: E402
     Browser,
@@ -58,6 +61,9 @@ def main() -> int:
     write_editor_settings(server)
     server.prepare_dirs()
     stage_inputs(server)
+    # the pictures show what the demo runs: the colour source photo (scripts/demo.py)
+    shutil.copy(REPO / "assets" / "samples" / "source_face_colour.png",
+                server.base_dir / "input" / "swapline_source_face.png")
     print(f"[screenshots] starting ComfyUI (log: {server.log_path})")
     server.start()
     written = []
@@ -75,6 +81,10 @@ def main() -> int:
                     written.append(save_image(png, DOCS / "graph_video_swap.png", max_width=1400, max_bytes=MAX_BYTES))
                     qa = editor.node_png(node_id_of(res, "SwaplineQAGate"), scale=1.5)
                     written.append(save_image(qa, DOCS / "qa_chart.png", max_bytes=MAX_BYTES))
+                    made = (f"Made by `scripts/make_screenshots.py` from a real run on the sample clip with the colour "
+                            f"source photo ({made_from()}).")
+                    written.append(set_caption(REPO / "docs" / "workflows.md", "images/graph_video_swap.png", made))
+                    written.append(set_caption(REPO / "docs" / "qa.md", "images/qa_chart.png", made))
             errors = editor.errors()
             if errors:
                 print("[screenshots] editor errors:\n  " + "\n  ".join(errors), file=sys.stderr)
