@@ -23,8 +23,9 @@ def made_from() -> str:
 
 
 def set_caption(page: Path, image: str, caption: str) -> Path:
-    """Rewrite the `_..._` line under the picture `image` (its link as written in `page`)."""
-    pattern = r"(!\[[^\]]*\]\(" + re.escape(image) + r"\)\n)_[^\n]*_"
+    """Rewrite the `_..._` line under the picture `image` (its link as written in `page`), on the next
+    line or after one blank line."""
+    pattern = r"(!\[[^\]]*\]\(" + re.escape(image) + r"\)\n\n?)_[^\n]*_"
     text, n = re.subn(pattern, lambda m: m.group(1) + f"_{caption}_", page.read_text(), count=1)
     if n != 1:
         raise SystemExit(f"{page}: no picture {image} with a _caption_ line under it")

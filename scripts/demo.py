@@ -62,8 +62,9 @@ def publish(strip: Path, report: dict) -> list[Path]:
     image = REPO / "docs" / "images" / "demo_strip.jpg"
     write_image(image, np.asarray(Image.open(strip).convert("RGB")), quality=88)
     qa = next((v for k, v in report["nodes"].items() if k.endswith(":swapline_qa")), None)
-    verdict = (f"QA gate: {qa['frames_passed']} of {qa['frames_checked']} frames passed"
-               if qa and "frames_passed" in qa else "QA gate: no report")
+    summary = (qa or {}).get("summary", {})
+    verdict = (f"QA gate: {summary['ok']} of {summary['evaluated']} frames passed"
+               if "evaluated" in summary else "QA gate: no report")
     caption = (f"Top: the source photo and frames of the shipped sample clip; bottom: the demo's output "
                f"(`scripts/demo.sh --publish`, {made_from()}; {verdict}).")
     return [image, set_caption(REPO / "README.md", "docs/images/demo_strip.jpg", caption)]
