@@ -10,7 +10,6 @@ process when it dies, so a crashed ComfyUI rejoins the farm by itself.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -45,13 +44,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    """Child-side: get SIGKILL when the actor process dies, so no orphaned ComfyUI keeps a GPU."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-    os.setsid()
+LAUNCHER = Path(__file__).resolve().with_name("comfy_launch.py")
+
+
+def spawn_comfy(python: str, comfy_dir, args, **popen_kw) -> subprocess.Popen:
+    """Start `python main.py ARGS` in `comfy_dir` so that it dies with this process, whatever kills it.
+
+    Nothing runs between fork and exec (no preexec_fn: the actor runs threads): the child leads a
+    session of its own (start_new_session, so it and what it starts are signalled as one group) and
+    comfy_launch.py, in the child, SIGKILLs that group once this process is gone -- so no orphaned
+    ComfyUI keeps a port or a GPU. The pid is ComfyUI's own (it runs main.py in-process)."""
+    cmd = [python, str(LAUNCHER), str(os.getpid()), "main.py", *args]
+    return subprocess.Popen(cmd, cwd=comfy_dir, start_new_session=True, **popen_kw)
 
 
 class ComfyProcess:
@@ -104,14 +108,13 @@ class ComfyProcess:
         self.prepare()
         if not self._port_free():
             self.port = free_port()
-        cmd = [self.python, "main.py", "--listen", "127.0.0.1", "--port", str(self.port), "--disable-auto-launch",
-               "--base-directory", str(self.base), "--database-url", "sqlite:///:memory:",
-               "--extra-model-paths-config", str(self.base / "extra_model_paths.yaml"),
-               *(["--cpu"] if self.cpu else []), *self.extra_args]
+        args = ["--listen", "127.0.0.1", "--port", str(self.port), "--disable-auto-launch",
+                "--base-directory", str(self.base), "--database-url", "sqlite:///:memory:",
+                "--extra-model-paths-config", str(self.base / "extra_model_paths.yaml"),
+                *(["--cpu"] if self.cpu else []), *self.extra_args]
         env = dict(os.environ, PYTHONUNBUFFERED="1", DO_NOT_TRACK="1")
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=self.comfy, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         preexec_fn=_die_with_parent)
+            self.proc = spawn_comfy(self.python, self.comfy, args, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
