@@ -9,9 +9,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-# Linked before it exists: the strip `scripts/demo.py --publish` writes. Drop an entry once its file
-# is in the repository.
-PENDING = {"docs/images/demo_strip.jpg"}
 
 _FENCE = re.compile(r"^(```|~~~)")
 _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -68,8 +65,7 @@ def broken_links(pages=PAGES) -> list[str]:
                     problems.append(f"{where}: points outside the repository")
                     continue
                 if not dest.exists():
-                    if rel not in PENDING:
-                        problems.append(f"{where}: no such file")
+                    problems.append(f"{where}: no such file")
                     continue
                 if anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                     problems.append(f"{where}: no heading with anchor #{anchor} in {rel}")
