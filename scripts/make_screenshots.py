@@ -66,6 +66,9 @@ def main() -> int:
                 server.base_dir / "input" / "swapline_source_face.png")
     print(f"[screenshots] starting ComfyUI (log: {server.log_path})")
     server.start()
+    # before this run writes its own thumbnails (tracked files) into the tree
+    made = (f"Made by `scripts/make_screenshots.py` from a real run on the sample clip with the colour "
+            f"source photo ({made_from()}).")
     written = []
     t0 = time.time()
     try:
@@ -81,8 +84,6 @@ def main() -> int:
                     written.append(save_image(png, DOCS / "graph_video_swap.png", max_width=1400, max_bytes=MAX_BYTES))
                     qa = editor.node_png(node_id_of(res, "SwaplineQAGate"), scale=1.5)
                     written.append(save_image(qa, DOCS / "qa_chart.png", max_bytes=MAX_BYTES))
-                    made = (f"Made by `scripts/make_screenshots.py` from a real run on the sample clip with the colour "
-                            f"source photo ({made_from()}).")
                     written.append(set_caption(REPO / "docs" / "workflows.md", "images/graph_video_swap.png", made))
                     written.append(set_caption(REPO / "docs" / "qa.md", "images/qa_chart.png", made))
             errors = editor.errors()
