@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bench.run [--smoke] [--quick] [--skip-rss|speed|quality|tiled-vae|farm]``.
+"""Entry point: ``python -m bench.run [--smoke] [--quick] [--skip-rss|speed|quality|tiled-vae|farm|generalization]``.
 
 Writes out/bench/results.json and out/bench/results.md (see bench/README.md). Results are
 rewritten after every step, so an interrupted run keeps what it measured (marked incomplete).
@@ -70,6 +70,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help="skip the 1920x1080 tiled VAE encode comparison (ours vs core VAEEncode / VAEEncodeTiled)")
     ap.add_argument("--skip-farm", action="store_true",
                     help="skip the farm section (same batch through swapline-farm with 1 vs 2 local ComfyUI workers)")
+    ap.add_argument("--skip-generalization", action="store_true",
+                    help="skip the development set x sources through the shipped workflow (bench/generalization)")
     return ap.parse_args(argv)
 
 
@@ -216,6 +218,17 @@ def run_farm(results: dict, save, sizes: dict | None = None) -> None:
     save()
 
 
+def run_generalization(results: dict, save, smoke: bool) -> None:
+    """The development set x sources through the shipped workflow (bench/generalization, issue 30)."""
+    from . import generalization
+
+    try:
+        results["generalization"] = generalization.run(smoke=smoke)
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["generalization"] = _error(exc)
+    save()
+
+
 def clip(plan: Plan, frames: int | None) -> Path:
     return SAMPLE_CLIP if frames is None else media.generated_clip(frames, log=log, size=plan.clip_size)
 
@@ -256,12 +269,18 @@ def main(argv=None) -> int:
         run_tiled_vae(results, save, plan.tiled_vae)
     if not args.skip_farm:
         run_farm(results, save, plan.farm)
+    if not args.skip_generalization:
+        run_generalization(results, save, args.smoke)
     results["complete"] = True
     save()
     shutil.rmtree(WORK, ignore_errors=True)
     log(f"wrote {OUT / 'results.json'} and {OUT / 'results.md'}")
     for path in measurements.write(results) if plan.docs else ():   # only a complete full run updates the docs
         log(f"wrote {path}")
+    if plan.docs and "generalization" in results:
+        from . import generalization
+
+        log(f"wrote {generalization.write_doc(results['generalization'])}")
     print(report.summary(results), flush=True)
     return 1 if results["errors"] else 0
 

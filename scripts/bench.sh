@@ -8,7 +8,8 @@
 #   scripts/bench.sh --quick    everything except the 3000-frame run
 #   scripts/bench.sh --smoke    every section on tiny inputs, seconds each: checks the code paths, not
 #                               speed (CI runs it: tests/unit/bench/test_bench_smoke.py); docs untouched
-#   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae / --skip-farm
+#   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae / --skip-farm /
+#                    --skip-generalization   (the development set: docs/measurements/generalization.md)
 #   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."

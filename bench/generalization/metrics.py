@@ -1,0 +1,213 @@
+"""Per-run metrics of the generalization section: what the pipeline delivered, and an independent score.
+
+Pipeline-side (the nodes' own reports): every tracked (frame, face) pair gets one outcome, read from
+the QA gate's JSON report (its per-face records carry the swap stage's refusals and the gate's
+reasons) and the gate's reverted frames:
+  delivered    swapped, the face passes the gate and its frame was not reverted
+  refused      the swap stage refused it (guards, the swapper's competence), by reason
+  qa_failed    swapped, but the gate failed it (and, under "keep original", reverted the frame)
+  reverted     swapped and passing, but another face failed the frame, so it was reverted
+``yield`` is the delivered share of the eligible pairs: the tracked face >= MIN_FACE px tall (its box)
+and |yaw| <= MAX_YAW degrees (the pipeline's head-pose estimate on the tracked five points; the
+pipeline's, since the pairs are its tracked faces). ``identity_switches`` counts frames where a
+track's delivered state (swapped / original) differs from the track's previous frame inside one
+shot (cuts as the tracker reported them); all tracked pairs count, eligible or not.
+
+Scorer-side (bench/quality/score.py: dlib HOG + 68 points + ResNet embedding, no code shared with
+the pipeline's MTCNN path), on the input frames and the delivered frames.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from ..quality import cases as qcases
+from ..quality import score
+
+MIN_FACE, MAX_YAW = 40, 45.0
+FRONTAL = 0.15          # scorer yaw ratio below which a face counts as frontal (as bench/quality)
+OFF_FACE_SHARE = 0.01   # changed pixels outside every face box above 1 % of the box area: a paste off the face
+MOUTH_MOVES = 0.08      # the target's inner-lip opening (inter-ocular units) must span this for a correlation
+NEAREST = 8             # a frame where HOG found no face borrows the boxes of a frame this near
+
+
+def category(reason: str) -> str:
+    """A reason without its numbers: "colour cast: chroma shift 12.3 > 10" -> "colour cast: chroma shift"."""
+    return re.split(r"\s*(?:\(|[<>]|-?\d)", reason, maxsplit=1)[0].strip(" :") or reason
+
+
+def refusal_category(reason: str) -> str:
+    # the gate's own grouping of refusals (decide.QAAccumulator.coverage): the text before ":"
+    return reason.split(":", 1)[0].strip() or reason
+
+
+def pairs(qa: dict, faces: list[list]) -> list[dict]:
+    """One record per tracked (frame, face): outcome, reasons, size, yaw and eligibility."""
+    from swapline_core.guards.pose import head_pose
+
+    reverted = set(qa.get("reverted_frames") or [])
+    out = []
+    for rec in qa["frames"]:
+        i = rec["frame"]
+        kps = {f.track_id: f.kps for f in faces[i]}
+        for f in rec.get("faces") or []:
+            x0, y0, x1, y1 = f["bbox"]
+            yaw = head_pose(kps[f["track_id"]])[0] if f.get("track_id") in kps else float("nan")
+            reasons = list(f.get("reasons") or [])
+            if f.get("skip_reason"):
+                outcome, why = "refused", [refusal_category(f["skip_reason"])]
+            elif reasons:
+                outcome, why = "qa_failed", sorted({category(r) for r in reasons})
+            elif i in reverted:
+                outcome, why = "reverted", []
+            else:
+                outcome, why = "delivered", []
+            out.append({"frame": i, "track": f.get("track_id"), "box": (x0, y0, x1, y1), "height": float(y1 - y0),
+                        "yaw": float(yaw), "outcome": outcome, "why": why,
+                        "eligible": bool(y1 - y0 >= MIN_FACE and np.isfinite(yaw) and abs(yaw) <= MAX_YAW)})
+    return out
+
+
+def outcome_shares(ps: list[dict]) -> dict:
+    """yield and the refused / QA-failed shares (by reason) over the eligible pairs."""
+    el = [p for p in ps if p["eligible"]]
+    n = len(el)
+    by = Counter(p["outcome"] for p in el)
+    refused = Counter(w for p in el if p["outcome"] == "refused" for w in p["why"])
+    failed = Counter(w for p in el if p["outcome"] == "qa_failed" for w in p["why"])
+
+    def share(v):
+        return round(v / n, 4) if n else None
+
+    return {"tracked_pairs": len(ps), "eligible_pairs": n,
+            "ineligible": {"small": sum(p["height"] < MIN_FACE for p in ps),
+                           "turned": sum(p["height"] >= MIN_FACE and not p["eligible"] for p in ps)},
+            "yield": share(by["delivered"]), "refused": share(by["refused"]), "qa_failed": share(by["qa_failed"]),
+            "reverted_other_face": share(by["reverted"]),
+            # a pair fails for every reason it has: these shares may add up to more than qa_failed
+            "refused_by_reason": {k: share(v) for k, v in refused.most_common()},
+            "qa_failed_by_reason": {k: share(v) for k, v in failed.most_common()}}
+
+
+def identity_switches(ps: list[dict], cuts: list[int]) -> int:
+    """Frames where a track's delivered state flips inside one shot (between the tracker's cuts)."""
+    cuts = sorted(cuts)
+    last: dict = {}
+    flips = 0
+    for p in sorted(ps, key=lambda p: (p["track"], p["frame"])):
+        shot = int(np.searchsorted(cuts, p["frame"], side="right"))
+        state = p["outcome"] == "delivered"
+        prev = last.get(p["track"])
+        if prev is not None and prev[0] == shot and prev[1] != state:
+            flips += 1
+        last[p["track"]] = (shot, state)
+    return flips
+
+
+class ClipTruth:
+    """What the scorer sees in a clip's input frames (computed once, shared by its runs)."""
+
+    def __init__(self, frames: list[np.ndarray]):
+        self.frames = frames
+        self.faces = []         # per frame: [(rect, l68)] of every HOG face
+        for f in frames:
+            self.faces.append([(r, score.landmarks(f, r)) for r in score.hog(f, 1)])
+        found = [i for i, fs in enumerate(self.faces) if fs]
+        # per frame the boxes to exempt from "off the face" (None: no face near enough to judge)
+        self.boxes = []
+        for i in range(len(frames)):
+            j = min(found, key=lambda k: abs(k - i)) if found else None
+            self.boxes.append(None if j is None or abs(j - i) > NEAREST else
+                              [qcases.face_box(l68) for _, l68 in self.faces[j]])
+        self._emb: dict = {}
+
+    def target(self, i: int, bbox) -> tuple | None:
+        """The HOG face of frame i that overlaps the tracked box most (IoU > 0.3), or None."""
+        best, best_iou = None, 0.3
+        for r, l68 in self.faces[i]:
+            v = iou((r.left(), r.top(), r.right(), r.bottom()), bbox)
+            if v > best_iou:
+                best, best_iou = (r, l68), v
+        return best
+
+    def embedding(self, i: int, rect) -> np.ndarray:
+        key = (i, rect.left(), rect.top())
+        if key not in self._emb:
+            self._emb[key] = score.embedding(self.frames[i], rect)
+        return self._emb[key]
+
+
+def iou(a, b) -> float:
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _rect_box(r) -> tuple:
+    return (r.left(), r.top(), r.right(), r.bottom())
+
+
+def off_face(truth: ClipTruth, delivered: list[np.ndarray]) -> dict:
+    """Frames whose change outside every scorer face box (forehead + 10 %, bench/quality's box)
+    exceeds OFF_FACE_SHARE of the largest box; frames with no scorer face near are not judged."""
+    bad, unjudged = [], 0
+    for i, (a, b) in enumerate(zip(truth.frames, delivered)):
+        ch = score.changed(a, b)
+        if not ch.any():
+            continue
+        boxes = truth.boxes[i]
+        if boxes is None:
+            unjudged += 1
+            continue
+        for x0, y0, x1, y1 in boxes:
+            ch[max(0, int(y0)):max(0, int(np.ceil(y1))), max(0, int(x0)):max(0, int(np.ceil(x1)))] = False
+        area = max((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes)
+        if ch.sum() > OFF_FACE_SHARE * max(area, 1.0):
+            bad.append(i)
+    return {"off_face_frames": len(bad), "off_face_list": bad, "off_face_unjudged": unjudged}
+
+
+def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source_emb) -> dict:
+    """Mouth-opening correlation and identity on the frames whose tracked face was delivered swapped
+    (kept frames would score the target against itself), matched to the scorer's face there."""
+    t_open, r_open, dists = [], [], []
+    for p in ps:
+        if p["outcome"] != "delivered":
+            continue
+        i = p["frame"]
+        tgt = truth.target(i, p["box"])
+        if tgt is None:
+            continue
+        rt, lt = tgt
+        outs = [(r, iou(_rect_box(r), _rect_box(rt))) for r in score.hog(delivered[i], 1)]
+        outs = [(r, v) for r, v in outs if v > 0.3]
+        if not outs:
+            continue
+        ro = max(outs, key=lambda t: t[1])[0]
+        lo = score.landmarks(delivered[i], ro)
+        t_open.append(score.mouth_open(lt))
+        r_open.append(score.mouth_open(lo))
+        if source_emb is not None and score.yaw_ratio(lt) < FRONTAL:
+            e, et = score.embedding(delivered[i], ro), truth.embedding(i, rt)
+            dists.append((float(np.linalg.norm(e - source_emb)), float(np.linalg.norm(e - et)),
+                          float(np.linalg.norm(et - source_emb))))
+    d = np.asarray(dists) if dists else None
+    moving = bool(t_open) and max(t_open) - min(t_open) >= MOUTH_MOVES
+    return {"mouth_open_corr": score.pearson(t_open, r_open), "mouth_frames": len(t_open),
+            # a correlation on a mouth that hardly moves is noise: such runs are left out of the median
+            "target_mouth_range": round(max(t_open) - min(t_open), 3) if t_open else None, "mouth_moves": moving,
+            "frontal_frames": len(dists),
+            "toward_source": float(np.mean(d[:, 0] < d[:, 2])) if d is not None else None,
+            "moved_to_source": float(np.mean(d[:, 0] < d[:, 1])) if d is not None else None,
+            "identity_distances": [round(float(v), 3) for v in np.median(d, axis=0)] if d is not None else None}
+
+
+def source_embedding(rgb: np.ndarray):
+    for up in (1, 2):
+        rects = score.hog(rgb, up)
+        if rects:
+            return score.embedding(rgb, max(rects, key=lambda r: r.width() * r.height()))
+    return None

@@ -1,0 +1,170 @@
+"""Before/after strips and docs/measurements/generalization.md of the generalization section."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..paths import REPO
+
+DOC = REPO / "docs" / "measurements" / "generalization.md"
+LABEL_H = 18
+MAX_W = 1400
+
+
+def _label(width: int, text: str) -> np.ndarray:
+    band = np.full((LABEL_H, width, 3), 255, np.uint8)
+    cv2.putText(band, text, (4, LABEL_H - 5), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+    return band
+
+
+def zoom_box(boxes, shape, scale: float = 2.2) -> tuple[int, int, int, int] | None:
+    """A square around a frame's tracked face boxes (scale x their extent), inside the frame."""
+    if not boxes:
+        return None
+    b = np.asarray(boxes, np.float32).reshape(-1, 4)
+    x0, y0, x1, y1 = b[:, 0].min(), b[:, 1].min(), b[:, 2].max(), b[:, 3].max()
+    h, w = shape[:2]
+    side = int(min(max(x1 - x0, y1 - y0) * scale, h, w))
+    x = int(np.clip((x0 + x1) / 2 - side / 2, 0, w - side))
+    y = int(np.clip((y0 + y1) / 2 - side / 2, 0, h - side))
+    return x, y, side, side
+
+
+def _zoomed(frames, boxes) -> np.ndarray:
+    tiles = []
+    for f, z in zip(frames, boxes):
+        h, w = f.shape[:2]
+        x, y, bw, bh = z or (0, 0, w, h)
+        tiles.append(cv2.resize(f[y:y + bh, x:x + bw], (w, h), interpolation=cv2.INTER_CUBIC))
+    return np.concatenate(tiles, 1)
+
+
+def strip(path: Path, title: str, inputs: list[np.ndarray], outputs: list[tuple[str, list]], picks,
+          zooms=None) -> Path:
+    """Input frames on top, then (``zooms``: a box per pick around the tracked faces) the input's
+    faces enlarged, then one row of delivered frames (enlarged the same way) per source, labelled."""
+    top = np.concatenate(inputs, 1)
+    zooms = zooms if zooms is not None else [None] * len(inputs)
+    rows = [_label(top.shape[1], f"{title}: input, frames {', '.join(map(str, picks))}"), top]
+    if any(zooms):
+        rows += [_label(top.shape[1], "input, tracked faces enlarged"), _zoomed(inputs, zooms)]
+    for name, frames in outputs:
+        rows += [_label(top.shape[1], f"delivered, source {name}" + (", enlarged" if any(zooms) else "")),
+                 _zoomed(frames, zooms)]
+    img = np.concatenate(rows, 0)
+    if img.shape[1] > MAX_W:
+        s = MAX_W / img.shape[1]
+        img = cv2.resize(img, (MAX_W, int(img.shape[0] * s)), interpolation=cv2.INTER_AREA)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+    return path
+
+
+def _f(v, nd: int = 3) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
+def _reasons(d: dict, n: int = 3) -> str:
+    items = list(d.items())
+    more = f" +{len(items) - n}" if len(items) > n else ""
+    return ", ".join(f"{k} {v:.2f}" for k, v in items[:n]) + more if items else "none"
+
+
+COLUMNS = ("clip", "source", "pairs (eligible)", "yield", "refused", "refused by reason", "QA-failed",
+           "QA-failed by reason", "identity_switches", "mouth_open_corr", "off-face frames",
+           "toward_source", "moved_to_source", "d(res,src) / d(res,tgt) / d(tgt,src)")
+
+
+def _cells(clip: str, src: str, r: dict) -> list[str]:
+    d = r.get("identity_distances")
+    return [clip, src, f"{r['tracked_pairs']} ({r['eligible_pairs']})", _f(r["yield"]), _f(r["refused"]),
+            _reasons(r["refused_by_reason"]), _f(r["qa_failed"]), _reasons(r["qa_failed_by_reason"]),
+            str(r["identity_switches"]),
+            _f(r["mouth_open_corr"]) + ("" if r.get("mouth_moves") else " (static mouth)"),
+            f"{r['off_face_frames']}" + (f" ({r['off_face_unjudged']} not judged)" if r["off_face_unjudged"] else ""),
+            _f(r["toward_source"]), _f(r["moved_to_source"]),
+            " / ".join(f"{v:.3f}" for v in d) if d else "n/a"]
+
+
+def _table(header, rows) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"] + \
+        ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def markdown(g: dict) -> list[str]:
+    s = g["summary"]
+    lines = [f"Median over the {s['runs']} clip x source runs: **yield {_f(s['yield'])}**, identity_switches "
+             f"{_f(s['identity_switches'])} per run ({s['identity_switches_total']} in all), mouth_open_corr "
+             f"{_f(s['mouth_open_corr'])} (the {s.get('mouth_runs')} runs whose target mouth moves), "
+             f"toward_source {_f(s['toward_source'])}, moved_to_source "
+             f"{_f(s['moved_to_source'])}; off-face paste frames in all runs: {s['off_face_frames_total']}; "
+             f"occluder pixels kept, worst shape: {_f(s['occluder_kept_min'])}.", ""]
+    worst = sorted(s["per_clip"].items(), key=lambda kv: (kv[1]["yield"] is None, kv[1]["yield"] or 0))
+    lines += ["## Per clip (medians over the sources)", "",
+              *_table(("clip", "what it shows", "median yield", "median identity_switches"),
+                      [[c, g["clips"].get(c, ""), _f(v["yield"]), _f(v["identity_switches"], 1)] for c, v in worst]),
+              "", "## Per source (medians over the clips)", "",
+              *_table(("source", "median yield", "median toward_source", "origin"),
+                      [[n, _f(v["yield"]), _f(v["toward_source"]), g["sources"].get(n, "")]
+                       for n, v in s["per_source"].items()]),
+              "", "## Every run", "",
+              *_table(COLUMNS, [_cells(c, n, r) for c, per in g["runs"].items() for n, r in per.items()])]
+    if g.get("occluders"):
+        lines += ["", f"## Known-truth occluders over the eyes ({g['occluder_clip']}, source {g['occluder_source']})",
+                  "", *_table(("occluder", "frames with it", "kept (all frames)", "kept (delivered swapped frames)",
+                               "yield", "QA-failed by reason", "refused by reason"),
+                              [[k, str(r["occluder_frames"]), _f(r["occluder_kept"]), _f(r["occluder_kept_on_swapped"]),
+                                _f(r["yield"]), _reasons(r["qa_failed_by_reason"]), _reasons(r["refused_by_reason"])]
+                               for k, r in g["occluders"].items()])]
+    return lines
+
+
+METHOD = (
+    "How each number is made (`bench/generalization/`):\n\n"
+    "- Pipeline: `workflows/api/video_swap_builtin.json` unchanged (built-in analyzer, classical swapper, guards on, "
+    "QA gate policy *keep original*, C2PA sink) on a real ComfyUI server over HTTP, one prompt per clip x source, "
+    "its inputs pointed at the run's files: the clip's first {frames} frames (loader `count`), the source photo, and "
+    "as target reference the scorer's largest face of those frames cropped by the shipped sources' crop rule. The "
+    "bench adds Frames to IMAGE -> Save Image after the gate to read the delivered frames losslessly.\n"
+    "- `yield`: delivered swapped and passing the gate / tracked (frame, face) pairs with the tracked box >= 40 px "
+    "tall and |yaw| <= 45 deg (the pipeline's head pose on the tracked five points). A pair is *refused* when the "
+    "swap stage refused it (reason: the refusal's category), *QA-failed* when the gate failed it (its reasons without "
+    "their numbers; a pair may have several), and counted apart when another face made the gate revert its frame.\n"
+    "- `identity_switches`: frames where a track's delivered state (swapped / original) differs from the track's "
+    "previous frame inside one shot (between the tracker's cuts), all tracked pairs.\n"
+    "- Scorer (`bench/quality/score.py`: dlib HOG + 68 points + ResNet embedding; the pipeline detects with MTCNN), "
+    "on frames whose tracked face was delivered swapped, matched to the scorer's face there (IoU > 0.3): "
+    "`mouth_open_corr` = correlation of the input's and the delivered inner-lip opening (\"static mouth\": the "
+    "input's opening spans < 0.08 inter-ocular distances there, a correlation of noise, left out of the median); "
+    "`toward_source` = frontal "
+    "frames where d(result, source) < d(target, source); `moved_to_source` = d(result, source) < d(result, target). "
+    "`off-face frames`: frames whose change (> 8/255) outside every scorer face box (+ forehead, + 10 %; a frame "
+    "without a scorer face borrows boxes from one <= 8 frames away, else it is not judged) exceeds 1 % of the box.\n"
+    "- Occluders: each shape drawn over the eyes from the scorer's 68 points of every frame of {occl} (exact masks), "
+    "run with the shipped colour source; kept = occluder pixels changed by <= 8/255, over all frames and over the "
+    "frames delivered swapped (reverted frames keep the occluder trivially).")
+
+
+def doc(g: dict) -> str:
+    from ..measurements import header
+
+    lines = header("Generalization on the development set: measurements",
+                    "Issue 30's development set (clips the project was not tuned on, plus the three quality clips; "
+                    "`bench/generalization/devset.py`) crossed with source photos, through the shipped workflow on a "
+                    f"real ComfyUI server; {g['frames_per_clip']} frames per clip (the first ones: the time budget "
+                    "of a 2-core machine). Strips (input over the delivered frames of every source): "
+                    "`out/bench/generalization/strips/<clip>.png` of the same run.", g["run"], g["machine"])
+    lines += markdown(g)
+    lines += ["", "## Method", "", METHOD.format(frames=g["frames_per_clip"], occl=g.get("occluder_clip")), "",
+              f"Section wall time {g['seconds']:.0f} s; load average at end {g.get('load_average_at_end')}.", ""]
+    return "\n".join(lines)
+
+
+def write(g: dict, path: Path = DOC) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc(g))
+    return path

@@ -1,0 +1,100 @@
+"""The generalization section's smoke form (``python -m bench.generalization --smoke``): the shipped
+sample clip's first frames x the shipped colour source, plus one composited eye occluder, through
+the shipped workflow on a real ComfyUI server, scored by the independent scorer. The same code path
+as the full section, on inputs that ship with the repo (no download), so a change to the workflow,
+the nodes' reports or the bench breaks this test, not the next measurement. The numbers are not
+measurements; the test checks that every metric is there and finite.
+
+Plus the pure pieces of the metrics on hand-made records: reason categories, outcome shares and
+identity switches inside a shot.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import generalization
+from bench.generalization import metrics, report
+
+ROW_KEYS = {"tracked_pairs", "eligible_pairs", "yield", "refused", "qa_failed", "refused_by_reason",
+            "qa_failed_by_reason", "identity_switches", "off_face_frames", "mouth_open_corr",
+            "toward_source", "moved_to_source", "identity_distances", "qa_decision", "seconds"}
+FINITE = ("yield", "refused", "qa_failed", "identity_switches", "off_face_frames", "mouth_open_corr",
+          "toward_source", "moved_to_source")
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("generalization-smoke")
+    res = generalization.run(smoke=True, out=out, log=lambda *a: None)
+    res["_out"] = out
+    return res
+
+
+def test_smoke_reports_every_metric_finite(smoke):
+    assert smoke["smoke"] is True and smoke["frames_per_clip"] >= 5
+    (clip, per), = smoke["runs"].items()
+    (src, row), = per.items()
+    assert src == "shipped_colour"
+    assert ROW_KEYS <= set(row), ROW_KEYS - set(row)
+    assert row["tracked_pairs"] >= 1 and row["eligible_pairs"] >= 1
+    for k in FINITE:
+        assert _finite(row[k]), (k, row[k])
+    assert 0.0 <= row["yield"] <= 1.0 and row["identity_switches"] >= 0
+    assert all(_finite(v) for v in row["identity_distances"])
+    for k in ("yield", "identity_switches", "mouth_open_corr", "toward_source", "off_face_frames_total",
+              "occluder_kept_min"):
+        assert _finite(smoke["summary"][k]), (k, smoke["summary"][k])
+
+
+def test_smoke_occluder_and_strips(smoke):
+    (shape, row), = smoke["occluders"].items()
+    assert row["occluder_frames"] >= 1
+    assert _finite(row["occluder_kept"]) and 0.0 <= row["occluder_kept"] <= 1.0
+    strips = smoke["_out"] / "strips"
+    assert (strips / "sample_kling_avatar_clip.png").is_file()
+    assert (strips / f"occluder_{shape}.png").is_file()
+    text = "\n".join(report.markdown(smoke))     # the doc's tables render from a result
+    assert "shipped_colour" in text and shape in text
+    with pytest.raises(ValueError, match="smoke"):
+        generalization.write_doc(smoke)
+
+
+def test_reason_categories_drop_the_numbers():
+    assert metrics.category("colour cast: chroma shift 12.3 > 10") == "colour cast: chroma shift"
+    assert metrics.category("identity 0.512 < 0.6") == "identity"
+    assert metrics.category("face not swapped (changed 0.01 of the face < 0.05)") == "face not swapped"
+    assert metrics.category("foreign colour bled into the face: share 0.120 > 0.05") == \
+        "foreign colour bled into the face: share"
+    assert metrics.refusal_category("head turned: yaw 55.5 deg beyond the classical swapper's 40 deg") == \
+        "head turned"
+
+
+def _p(frame, outcome, track=0, eligible=True, why=()):
+    return {"frame": frame, "track": track, "outcome": outcome, "eligible": eligible, "why": list(why),
+            "height": 80.0 if eligible else 20.0, "yaw": 0.0}
+
+
+def test_identity_switches_count_flips_inside_a_shot_only():
+    ps = [_p(0, "delivered"), _p(1, "qa_failed", why=["seam"]), _p(2, "delivered"),   # two flips
+          _p(3, "refused", why=["head turned"]),                                      # a third
+          _p(4, "delivered")]                                                          # cut at 4: not a flip
+    assert metrics.identity_switches(ps, cuts=[4]) == 3
+    assert metrics.identity_switches(ps, cuts=[]) == 4
+    # another track's state never counts against this one
+    assert metrics.identity_switches([_p(0, "delivered"), _p(0, "refused", track=1), _p(1, "delivered")], []) == 0
+
+
+def test_outcome_shares_over_eligible_pairs():
+    ps = [_p(0, "delivered"), _p(1, "qa_failed", why=["seam", "bleed"]), _p(2, "refused", why=["head turned"]),
+          _p(3, "delivered"), _p(4, "refused", eligible=False, why=["too small"])]
+    s = metrics.outcome_shares(ps)
+    assert (s["tracked_pairs"], s["eligible_pairs"]) == (5, 4)
+    assert (s["yield"], s["refused"], s["qa_failed"]) == (0.5, 0.25, 0.25)
+    assert s["qa_failed_by_reason"] == {"seam": 0.25, "bleed": 0.25}
+    assert s["refused_by_reason"] == {"head turned": 0.25} and s["ineligible"]["small"] == 1
