@@ -16,7 +16,7 @@ from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.identity import consent_of
 from ..swapline_core.provenance import audit_log, method, sign_policy
 from ..swapline_core.provenance import signing as signing_config
-from ..swapline_core.provenance.hashing import sha256_file
+from ..swapline_core.provenance.hashing import sha256_media
 from ..swapline_core.provenance.method import StageRecord
 from ..swapline_core.video.write import write_image
 from . import image_provenance
@@ -140,7 +140,7 @@ class C2PASink(io.ComfyNode):
                               "on_signing_failure": on_signing_failure,
                               **{k: summary[k] for k in ("padded", "timing") if k in summary}},
                     qa_decision=decision, signer_fingerprint=res.signer_fingerprint,
-                    output=os.path.join(subfolder, file), target_sha256=sha256_file(t[0]),
+                    output=os.path.join(subfolder, file), target_sha256=sha256_media(t[0]),
                     signer_kind=res.signer_kind, signed=res.signed, signing_error=res.error,
                     method={"digital_source_type": method.source_type(stages), "summary": method.summary(stages)},
                     consent=consent)

@@ -27,7 +27,7 @@ from typing import Any
 from .. import __version__
 from ..errors import SwaplineError
 from . import method
-from .hashing import sha256_file
+from .hashing import sha256_file, sha256_media
 from .signing import SigningCredentials
 
 MIME_BY_SUFFIX = {".mp4": "video/mp4", ".png": "image/png", ".jpg": "image/jpeg",
@@ -314,13 +314,14 @@ def _stage_entries(stages: list[dict] | None, models: list[dict]) -> list[dict]:
 def _ingredient_info(spec: tuple[str, str], relationship: str, label: str) -> dict:
     path, title = spec
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ProvenanceError(f"{relationship} ingredient '{path}' does not exist")
     from mimetypes import guess_type
-    fmt = MIME_BY_SUFFIX.get(path.suffix.lower()) or guess_type(path.name)[0] \
-        or "application/octet-stream"
+    # a folder of frames (an image-sequence target) is declared, with one digest of its files
+    fmt = "inode/directory" if path.is_dir() else MIME_BY_SUFFIX.get(path.suffix.lower()) \
+        or guess_type(path.name)[0] or "application/octet-stream"
     return {"path": path, "title": title or path.name, "relationship": relationship,
-            "label": label, "format": fmt, "sha256": sha256_file(path),
+            "label": label, "format": fmt, "sha256": sha256_media(path),
             "role": "target" if relationship == "parentOf" else "source_face"}
 
 

@@ -96,3 +96,32 @@ def test_required_consent(staged):
     consent = verify_media(staged.base_dir / "output" / res["results"][0]["file"]).qa["consent"]
     assert consent["given_by"] == "Jane Doe" and consent["scope"] == "test campaign"
     assert consent["document_sha256"] == DOC and len(consent["source_sha256"]) == 1
+
+
+def test_image_folder_input_is_signed_with_the_folder_as_parent(staged):
+    """Load Video Frames on a folder of images, straight into the shipped sink: the MP4 is signed and
+    the folder is its parent ingredient (it was opened as a file: IsADirectoryError)."""
+    from PIL import Image
+
+    from swapline_core.provenance.c2pa import verify_media
+    from swapline_core.provenance.hashing import sha256_media
+    from swapline_core.video.read import probe
+
+    folder = staged.base_dir / "input" / "signed_folder_frames"
+    folder.mkdir(exist_ok=True)
+    for i in range(4):
+        Image.new("RGB", (64, 48), (40 * i, 90, 160)).save(folder / f"{i:03d}.png")
+    hist = staged.run({
+        "1": {"class_type": "SwaplineLoadVideo",
+              "inputs": {"video": folder.name, "start": 0, "count": 0, "stride": 1, "chunk": 16}},
+        "2": {"class_type": "SwaplineC2PASink",
+              "inputs": {"frames": ["1", 0], "filename_prefix": "signed_test/folder", "image_format": "png",
+                         "crf": 18, "preset": "medium", "audio": True, "attestation": "",
+                         "require_trusted_signer": False, "on_signing_failure": "fail", "require_consent": False}},
+    })
+    res = sink_result(hist)["results"][0]
+    assert res["signed"], res
+    out = staged.base_dir / "output" / res["file"]
+    assert probe(out).frame_count == 4
+    parent = [i for i in verify_media(out).ingredients if i["relationship"] == "parentOf"]
+    assert parent and parent[0]["format"] == "inode/directory" and parent[0]["sha256"] == sha256_media(folder)

@@ -380,3 +380,22 @@ def test_private_key_never_leaks(tmp_path, configured):
         for secret in secrets:
             assert secret not in blob
     assert "PRIVATE" not in "".join(texts)
+
+
+def test_folder_target_is_declared_with_one_digest_of_its_frames(tmp_path, configured):
+    # an image-sequence input (Load Video Frames on a folder): the parent ingredient is the folder
+    from swapline_core.provenance.hashing import sha256_media
+    creds = sc.load_signing_credentials(configured)
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i in range(3):
+        make_png(frames / f"{i:04d}.png", seed=i)
+    out = make_png(tmp_path / "out.png", seed=9)
+    res = prov.sign_and_verify(out, **sign_kwargs(creds, frames, make_png(tmp_path / "face.png", seed=5)))
+    assert res.ok, res.error
+    parent = [i for i in res.verify.ingredients if i["relationship"] == "parentOf"]
+    assert parent[0]["format"] == "inode/directory"
+    digest = sha256_media(frames)
+    assert parent[0]["sha256"] == digest
+    make_png(frames / "0001.png", seed=7)                   # one frame changed: another digest
+    assert sha256_media(frames) != digest
