@@ -91,21 +91,30 @@ def _match(tracked: Sequence[Face], found: Sequence[Face], min_iou: float) -> li
 
 DETECT_WINDOW = 320        # px: the window around a tracked face that QA re-detects in
 WINDOW_SCALE = 2.5         # window side, in face sizes (room for tracker lag and pose)
-# A miss on the swapped frame is confirmed at a second window scale before it fails the frame:
-# MTCNN's image pyramid is coarse, and one scale can miss a face another finds (a known-good
-# swap of the sample lost 1 of 24 frames that way).
+# A miss on the swapped frame is confirmed at a second window scale and on the mirrored window
+# before it fails the frame: MTCNN's image pyramid is coarse and its score is not symmetric, so
+# one view can miss a face another finds (known-good swaps of the sample scored 0.85-0.88 against
+# the 0.9 threshold on one machine and 0.98-0.999 mirrored). A mirrored face is still a face, so
+# this confirms misses without lowering the threshold.
 RETRY_WINDOW_SCALE = 1.6
 
 
+# MTCNN's five points after a horizontal flip: the left eye/mouth corner becomes the right one.
+_MIRROR_KPS = [1, 0, 2, 4, 3]
+
+
 def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Sequence[Face]],
-                   window_scale: float = WINDOW_SCALE) -> list[list[Face]]:
-    """Detections near each tracked face, in frame coordinates, from same-size windows (one batch)."""
+                   window_scale: float | Sequence[tuple[float, bool]] = WINDOW_SCALE) -> list[list[Face]]:
+    """Detections near each tracked face, in frame coordinates, from same-size windows (one batch).
+
+    ``window_scale`` is one scale, or several ``(scale, mirrored)`` views that all go in the batch."""
     import cv2
 
+    views = [(float(window_scale), False)] if isinstance(window_scale, (int, float)) else list(window_scale)
     windows, owners = [], []
     for i, (img, fs) in enumerate(zip(images, tracked)):
         h, w = img.shape[:2]
-        for f in fs:
+        for (window_scale, mirrored), f in ((v, f) for v in views for f in fs):
             cx, cy = (f.bbox[0] + f.bbox[2]) / 2, (f.bbox[1] + f.bbox[3]) / 2
             side = max(float(f.bbox[2] - f.bbox[0]), float(f.bbox[3] - f.bbox[1]), 8.0) * window_scale
             x0, y0 = int(max(cx - side / 2, 0)), int(max(cy - side / 2, 0))
@@ -117,13 +126,17 @@ def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Seq
                               interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
             canvas = np.zeros((DETECT_WINDOW, DETECT_WINDOW, 3), np.uint8)  # same size: one batch
             canvas[:crop.shape[0], :crop.shape[1]] = crop
-            windows.append(canvas)
-            owners.append((i, x0, y0, scale))
+            windows.append(np.ascontiguousarray(canvas[:, ::-1]) if mirrored else canvas)
+            owners.append((i, x0, y0, scale, mirrored))
     out: list[list[Face]] = [[] for _ in images]
-    for (i, x0, y0, scale), found in zip(owners, analyzer.detect(windows) if windows else []):
+    for (i, x0, y0, scale, mirrored), found in zip(owners, analyzer.detect(windows) if windows else []):
         for f in found:
-            out[i].append(f.copy(bbox=(f.bbox / scale + np.array([x0, y0, x0, y0], np.float32)).astype(np.float32),
-                                 kps=(f.kps / scale + np.array([x0, y0], np.float32)).astype(np.float32)))
+            bbox, kps = f.bbox.astype(np.float32), f.kps.astype(np.float32)
+            if mirrored:
+                bbox = np.array([DETECT_WINDOW - bbox[2], bbox[1], DETECT_WINDOW - bbox[0], bbox[3]], np.float32)
+                kps = np.stack([DETECT_WINDOW - kps[:, 0], kps[:, 1]], 1)[_MIRROR_KPS].astype(np.float32)
+            out[i].append(f.copy(bbox=(bbox / scale + np.array([x0, y0, x0, y0], np.float32)).astype(np.float32),
+                                 kps=(kps / scale + np.array([x0, y0], np.float32)).astype(np.float32)))
     return out
 
 
@@ -193,7 +206,7 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
     if missed:
         t0 = time.perf_counter()
         again = _detect_around(analyzer, [swapped[todo[j]] for j in missed], [faces[todo[j]] for j in missed],
-                               RETRY_WINDOW_SCALE)
+                               [(RETRY_WINDOW_SCALE, False), (WINDOW_SCALE, True)])
         for j, extra in zip(missed, again):
             found_swap[j] = found_swap[j] + extra
         seconds["detect"] = seconds.get("detect", 0.0) + time.perf_counter() - t0

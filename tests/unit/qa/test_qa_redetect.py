@@ -1,0 +1,53 @@
+"""QA's re-detection windows: a mirrored view maps back onto the same face (real MTCNN, real photo)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
+from swapline_core.faces.tracking import iou
+from swapline_core.qa import gate
+
+ROOT = Path(__file__).resolve().parents[3]
+PHOTO = ROOT / "assets" / "samples" / "target_reference.png"
+
+
+@pytest.fixture(scope="module")
+def analyzer():
+    return BuiltinAnalyzer()
+
+
+@pytest.fixture(scope="module")
+def photo_and_face(analyzer):
+    img = np.array(Image.open(PHOTO).convert("RGB"))
+    faces = analyzer.detect([img])[0]
+    assert faces, f"no face found in {PHOTO}"
+    return img, faces[0]
+
+
+def test_mirrored_window_maps_back_onto_the_face(analyzer, photo_and_face):
+    img, face = photo_and_face
+    direct, mirrored = (gate._detect_around(analyzer, [img], [[face]], [(gate.WINDOW_SCALE, m)])[0]
+                        for m in (False, True))
+    assert direct and mirrored, (direct, mirrored)
+    d, m = direct[0], max(mirrored, key=lambda f: iou(f.bbox, face.bbox))
+    assert iou(d.bbox, m.bbox) > 0.85, (d.bbox, m.bbox)
+    size = float(face.bbox[3] - face.bbox[1])
+    # same points in the same order: the image-left eye stays first, the mouth corners likewise
+    assert np.abs(d.kps - m.kps).max() < 0.08 * size, (d.kps, m.kps)
+    assert m.kps[0, 0] < m.kps[1, 0] and m.kps[3, 0] < m.kps[4, 0]
+
+
+def test_several_views_go_in_one_batch_and_all_report(analyzer, photo_and_face):
+    img, face = photo_and_face
+    views = [(gate.RETRY_WINDOW_SCALE, False), (gate.WINDOW_SCALE, True)]
+    found = gate._detect_around(analyzer, [img], [[face]], views)[0]
+    assert len([f for f in found if iou(f.bbox, face.bbox) > 0.5]) == 2, [f.bbox for f in found]
+
+
+def test_a_blank_window_finds_nothing_in_any_view(analyzer, photo_and_face):
+    img, face = photo_and_face
+    blank = np.full_like(img, 128)
+    views = [(gate.WINDOW_SCALE, False), (gate.RETRY_WINDOW_SCALE, False), (gate.WINDOW_SCALE, True)]
+    assert gate._detect_around(analyzer, [blank], [[face]], views) == [[]]
