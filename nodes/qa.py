@@ -53,8 +53,12 @@ class QAGate(io.ComfyNode):
                 FaceModel.Input("face_model", tooltip="The source identity the swap should show."),
                 Analyzer.Input("analyzer", tooltip="Analyzer for re-detection and embeddings (same recognizer as the face model)."),
                 io.Combo.Input("policy", options=list(POLICIES), default=core_qa.DEFAULT_POLICY,
-                               tooltip="Failing frames: put the original frame back (default: a run never ships a "
-                                       "failing frame; the report still lists them), only flag them, or stop the job."),
+                               tooltip="Failing frames. keep original (default): decided per shot, for each face "
+                                       "between two cuts: a shot whose swap fails is given back its original frames "
+                                       "as a whole, a failure just past a limit inside a good shot is bridged, so a "
+                                       "face never flips identity inside a shot; the report lists the segments. "
+                                       "keep original per frame: put the original back on every failing frame. "
+                                       "flag only: ship the swap and list the failures. fail job: stop the job."),
                 io.Float.Input("min_identity", default=AUTO, min=-1.0, max=1.0, step=0.01,
                                tooltip=f"Minimum similarity of the swapped face to the source {limit}."),
                 io.Float.Input("max_leakage", default=AUTO, min=-1.0, max=1.0, step=0.01,
@@ -145,6 +149,7 @@ class QAGate(io.ComfyNode):
             json.dump(report, f, indent=1)
         write_image(os.path.join(out_dir, stem + ".png"), plot_report(report))
         chart = {"decision": report["decision"], "summary": report["summary"], "thresholds": th.to_json(),
+                 "segments": report.get("segments", [])[:200],
                  "frames": compact_frames(report), "report_file": os.path.join(subfolder, stem + ".json")}
         return path, {"images": [ui.SavedResult(stem + ".png", subfolder, io.FolderType.output)], "swapline_qa": [chart]}
 

@@ -5,8 +5,11 @@ the QA gate's JSON report (its per-face records carry the swap stage's refusals 
 reasons) and the gate's reverted frames:
   delivered    swapped, the face passes the gate and its frame was not reverted
   refused      the swap stage refused it (guards, the swapper's competence), by reason
-  qa_failed    swapped, but the gate failed it (and, under "keep original", reverted the frame)
-  reverted     swapped and passing, but another face failed the frame, so it was reverted
+  qa_failed    swapped, but the gate failed it and its frame was reverted ("keep original" decides
+               per shot segment: the whole segment went back)
+  bridged      swapped, failed the gate just past a limit, but delivered: its segment stayed swapped
+  reverted     swapped and passing, but its segment (or another face's in the frame) was kept
+               original, so the frame was reverted
 ``yield`` is the delivered share of the eligible pairs: the tracked face >= MIN_FACE px tall (its box)
 and |yaw| <= MAX_YAW degrees (the pipeline's head-pose estimate on the tracked five points; the
 pipeline's, since the pairs are its tracked faces). ``identity_switches`` counts frames where a
@@ -58,6 +61,8 @@ def pairs(qa: dict, faces: list[list]) -> list[dict]:
             reasons = list(f.get("reasons") or [])
             if f.get("skip_reason"):
                 outcome, why = "refused", [refusal_category(f["skip_reason"])]
+            elif reasons and i not in reverted:
+                outcome, why = "bridged", sorted({category(r) for r in reasons})
             elif reasons:
                 outcome, why = "qa_failed", sorted({category(r) for r in reasons})
             elif i in reverted:
@@ -85,7 +90,7 @@ def outcome_shares(ps: list[dict]) -> dict:
             "ineligible": {"small": sum(p["height"] < MIN_FACE for p in ps),
                            "turned": sum(p["height"] >= MIN_FACE and not p["eligible"] for p in ps)},
             "yield": share(by["delivered"]), "refused": share(by["refused"]), "qa_failed": share(by["qa_failed"]),
-            "reverted_other_face": share(by["reverted"]),
+            "reverted_other_face": share(by["reverted"]), "bridged": share(by["bridged"]),
             # a pair fails for every reason it has: these shares may add up to more than qa_failed
             "refused_by_reason": {k: share(v) for k, v in refused.most_common()},
             "qa_failed_by_reason": {k: share(v) for k, v in failed.most_common()}}
@@ -98,7 +103,7 @@ def identity_switches(ps: list[dict], cuts: list[int]) -> int:
     flips = 0
     for p in sorted(ps, key=lambda p: (p["track"], p["frame"])):
         shot = int(np.searchsorted(cuts, p["frame"], side="right"))
-        state = p["outcome"] == "delivered"
+        state = p["outcome"] in ("delivered", "bridged")      # the viewer sees the swap
         prev = last.get(p["track"])
         if prev is not None and prev[0] == shot and prev[1] != state:
             flips += 1

@@ -17,11 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SwaplineError
+from . import segments
 from .safety import summarize as summarize_safety
 
 FORMAT = "swapline.qa.v2"
-POLICIES = ("flag only", "keep original", "fail job")
-DEFAULT_POLICY = "keep original"     # a production run never ships a failing frame by default
+POLICIES = ("flag only", "keep original", "keep original per frame", "fail job")
+# A production run never ships a failing frame by default, and decides per shot (segments.py):
+# a face does not flip between the source's and the target's identity inside one shot.
+DEFAULT_POLICY = "keep original"
 METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio", "mouth_delta", "eye_delta",
            "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface")
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.json")
@@ -242,14 +245,23 @@ class QAAccumulator:
 def apply_policy(policy: str, report: dict) -> set[int]:
     """Frame indices whose output should be replaced by the original frame.
 
-    "flag only": none; "keep original": every failing frame (even when the decision passes under
-    ``max_fail_fraction``, a bad frame is still better replaced); "fail job": raise when the
-    decision is "fail". Frames are replaced, never dropped, so the frame count always holds.
+    "flag only": none; "keep original": per track segment (one face between two cuts, see
+    ``segments``): a segment that cannot be swapped throughout is kept original as a whole, a
+    failure just past its limits inside a swapped segment is bridged; the decisions go into
+    ``report["segments"]``. "keep original per frame": every failing frame (even when the
+    decision passes under ``max_fail_fraction``, a bad frame is still better replaced);
+    "fail job": raise when the decision is "fail". Frames are replaced, never dropped, so the
+    frame count always holds.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown QA policy {policy!r}; expected one of {POLICIES}")
     failing = [rec["frame"] for rec in report["frames"] if rec["status"] == "fail"]
     if policy == "keep original":
+        th = _report_thresholds(report)
+        decided = segments.plan(report, th, lambda f: face_loads(th, f))
+        report["segments"] = decided["segments"]
+        return decided["revert"]
+    if policy == "keep original per frame":
         return set(failing)
     if policy == "fail job" and report["decision"] == "fail":
         raise QAFailedError(failing, report["summary"])
@@ -280,11 +292,20 @@ def metric_load(th: QAThresholds, metric: str, field: str, kind: str, v: float |
     return (1.0 - float(v)) / max(1.0 - lim, 1e-6)
 
 
+def face_loads(th: QAThresholds, face: dict) -> list[tuple[str, float | None]]:
+    """(metric, load) for every check of one face record (:func:`metric_load`)."""
+    return [(m, metric_load(th, m, f, k, face.get(m))) for m, f, k, _, _ in _CHECKS]
+
+
+def _report_thresholds(report: dict) -> QAThresholds:
+    return QAThresholds(**{k: v for k, v in report.get("thresholds", {}).items()
+                           if k in QAThresholds.__dataclass_fields__})
+
+
 def compact_frames(report: dict) -> list[dict]:
     """Per frame, the worst face's numbers and loads: what the editor's chart needs (the JSON
     report has everything)."""
-    th = QAThresholds(**{k: v for k, v in report.get("thresholds", {}).items()
-                         if k in QAThresholds.__dataclass_fields__})
+    th = _report_thresholds(report)
     out = []
     for rec in report["frames"]:
         faces = rec.get("faces") or []

@@ -444,6 +444,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     finalize(acc.records, th, skipped)
     rep = acc.report(th, models, skipped, safety.describe() if safety is not None else None)
     rep["sample_every"] = step
+    rep["cuts"] = sorted(int(c) for c in getattr(faces, "cuts", ()))
     rep["seconds"] = {k: round(v, 3) for k, v in seconds.items()}
     rep["chunks_resumed"] = resumed
     return rep

@@ -46,6 +46,18 @@ def _diff(a: dict, b: dict) -> dict:
     return out
 
 
+def _shots(segments) -> str:
+    """What the QA node's status line says of the per-shot decisions (web/js/swapline.js segmentText)."""
+    swapped = [s for s in segments if s["decision"] == "swapped"]
+    kept = [s for s in segments if s["decision"] == "kept original"]
+    bridged = sum(len(s.get("bridged_frames", [])) for s in swapped)
+    text = f" · shots: {len(swapped)} swapped" + (f" ({bridged} frame(s) bridged)" if bridged else "")
+    if kept:
+        text += f", {len(kept)} kept original (frames {kept[0]['first']}-{kept[0]['last']}" + (
+            f": {kept[0]['reasons'][0]}" if kept[0]["reasons"] else "") + ")"
+    return text
+
+
 def test_shipped_ui_workflows_found():
     assert NAMES == ["face_refine", "image_swap", "image_swap_builtin", "video_swap", "video_swap_builtin",
                      "video_swap_core_builtin", "video_swap_refine"]
@@ -78,8 +90,10 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         assert qa["qa_frames"] == len(sent["frames"]) == sent["summary"]["frames"] == frames
         assert qa["has_chart"] and qa["qa_decision"] == sent["decision"]
         untouched = sum(sent["summary"]["faces_skipped"].values())
+        assert sent["segments"], "the default policy decides per shot and sends the segments"
         assert qa["status"]["qa"] == f"{sent['decision']}: {sent['summary']['fail']} failing frame(s)" + (
-            f" · {untouched} face(s) refused by the swap, left untouched" if untouched else "")
+            f" · {untouched} face(s) refused by the swap, left untouched" if untouched else ""
+        ) + _shots(sent["segments"])
         signing = outputs[str(sink_id)]["swapline_signing"][0]
         assert ui[sink_id]["status"]["signing"].startswith(signing["status"])
         assert signing["status"] == "dev certificate" and signing["results"][0]["signed"]

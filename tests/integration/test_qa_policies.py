@@ -1,5 +1,6 @@
 """QA policies through the node on a real ComfyUI server: keep original (the shipped default)
-puts the original frame back on every failing frame and reports it; fail job stops the job with
+puts the original frames back on every shot segment that fails and reports the segments; keep
+original per frame puts them back on every failing frame; fail job stops the job with
 the reason and still writes the report; flag only ships the swapped frames."""
 from __future__ import annotations
 
@@ -54,7 +55,11 @@ def test_keep_original_and_flag_only(comfy, source_frames):
     assert s["fail"] >= FRAMES // 2, s
     assert any(x.startswith("identity ") and "< 0.999" in x
                for r in report["frames"] for f in r["faces"] for x in f["reasons"])
-    assert report["reverted_frames"] == s["failing_frames"]
+    # per shot: the clip is one shot of one face, so it goes back as a whole
+    assert set(s["failing_frames"]) <= set(report["reverted_frames"]) and len(report["reverted_frames"]) == FRAMES
+    assert [seg["decision"] for seg in report["segments"]] == ["kept original"]
+    report, chart, kept = _run(comfy, "keep original per frame", strict=True)
+    assert report["reverted_frames"] == report["summary"]["failing_frames"] and "segments" not in report
     assert chart["frames"][0]["loads"] and chart["thresholds"]["max_occluder_overwrite"] > 0
     flagged, _, shipped = _run(comfy, "flag only", strict=True)
     assert flagged["frames"] == report["frames"] and flagged["reverted_frames"] == []

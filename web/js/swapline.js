@@ -164,6 +164,21 @@ function frameText(f) {
   return parts.join(" · ");
 }
 
+// " · shots: 2 swapped (1 frame bridged), 1 kept original (frames 40-95: mouth does not follow ...)":
+// the "keep original" policy decides per track segment (one face between two cuts).
+function segmentText(segments) {
+  if (!segments?.length) return "";
+  const swapped = segments.filter((s) => s.decision === "swapped");
+  const kept = segments.filter((s) => s.decision === "kept original");
+  const bridged = swapped.reduce((a, s) => a + (s.bridged_frames?.length || 0), 0);
+  let text = ` · shots: ${swapped.length} swapped` + (bridged ? ` (${bridged} frame(s) bridged)` : "");
+  if (kept.length) {
+    text += `, ${kept.length} kept original (frames ${kept[0].first}-${kept[0].last}` +
+      (kept[0].reasons?.length ? `: ${kept[0].reasons[0]}` : "") + ")";
+  }
+  return text;
+}
+
 // The per-frame chart as a widget of its own: the layout reserves its height, so the report plot
 // preview below it (the node's image output) no longer paints over it. Click a frame for details.
 function qaChartWidget(node) {
@@ -249,7 +264,8 @@ app.registerExtension({
         const untouched = Object.values(this.swaplineQA.summary?.faces_skipped || {}).reduce((a, v) => a + v, 0);
         statusWidget(this, "qa").value = `${this.swaplineQA.decision}: ` +
           `${this.swaplineQA.summary?.fail ?? 0} failing frame(s)` +
-          (untouched ? ` · ${untouched} face(s) refused by the swap, left untouched` : "");
+          (untouched ? ` · ${untouched} face(s) refused by the swap, left untouched` : "") +
+          segmentText(this.swaplineQA.segments);
         qaChartWidget(this);
       }
       if (message?.swapline_selection) {

@@ -88,6 +88,23 @@ def test_identity_switches_count_flips_inside_a_shot_only():
     assert metrics.identity_switches(ps, cuts=[]) == 4
     # another track's state never counts against this one
     assert metrics.identity_switches([_p(0, "delivered"), _p(0, "refused", track=1), _p(1, "delivered")], []) == 0
+    # a bridged frame (failed just past a limit, delivered swapped) shows the swap: no flip
+    assert metrics.identity_switches([_p(0, "delivered"), _p(1, "bridged", why=["mouth"]), _p(2, "delivered")], []) == 0
+
+
+def test_pairs_read_bridged_and_reverted_frames_from_the_report():
+    import numpy as np
+
+    from swapline_core.types import Face
+
+    def rec(i, reasons):
+        return {"frame": i, "status": "fail" if reasons else "ok",
+                "faces": [{"track_id": 0, "bbox": [0, 0, 80, 100], "reasons": reasons}]}
+    kps = np.array([[25, 40], [55, 40], [40, 60], [28, 80], [52, 80]], np.float32)
+    faces = [[Face(bbox=np.array([0, 0, 80, 100], np.float32), kps=kps, score=1.0, track_id=0)] for _ in range(3)]
+    qa = {"frames": [rec(0, []), rec(1, ["mouth opening differs from the target's by 0.08 > 0.0777"]),
+                     rec(2, ["seam at the paste boundary: gradient ratio 2.0 > 1.5"])], "reverted_frames": [2]}
+    assert [p["outcome"] for p in metrics.pairs(qa, faces)] == ["delivered", "bridged", "qa_failed"]
 
 
 def test_outcome_shares_over_eligible_pairs():

@@ -210,8 +210,11 @@ def test_policies_keep_frame_count(tracked, noise_report, classical_report):
     seq, _ = tracked
     failing = set(noise_report["summary"]["failing_frames"])
     assert qa.apply_policy("flag only", noise_report) == set()
-    keep = qa.apply_policy("keep original", noise_report)
+    keep = qa.apply_policy("keep original per frame", noise_report)
     assert keep == failing
+    # per shot (the default): the noise fails outright, so its whole track segment goes back
+    shot = qa.apply_policy("keep original", noise_report)
+    assert failing <= shot and [s["decision"] for s in noise_report["segments"]] == ["kept original"]
     markers = [np.full((2, 2, 3), i, np.uint8) for i in range(N_FRAMES)]
     merged = []
     for c in range(seq.n_chunks):

@@ -1,0 +1,125 @@
+"""One decision per shot: the "keep original" policy on track segments instead of single frames.
+
+Frame by frame, "keep original" puts the target back on every failing frame, so inside one shot the
+delivered face alternates between the source's and the target's identity whenever a frame fails
+or a guard refuses a head turn. No single artefact is more visible. Here each track segment (one
+tracked face between two cuts) is delivered swapped or kept original as a whole:
+
+- a segment with a frame that failed outright, or a face the swap refused while other frames of
+  the segment were swapped, is kept original over its whole span: a swap that cannot hold for
+  the shot is not shown for part of it;
+- a failure within ``BRIDGE_LOAD`` of its limits (hysteresis: the limits decide where a segment
+  can be swapped, the band keeps it swapped) is bridged: delivered swapped and listed, so one
+  frame's mouth 0.3 % over its limit does not revert a shot. Failures that say something was
+  painted where it must not be (an occluder, off the face), a face that is no longer found and
+  faces the swap did not change are never bridged;
+- a segment whose faces were all refused stays as it was: the target, consistently.
+
+Reverting is per frame (the whole frame goes back to the original), so a reverted segment also
+reverts other faces in its frames; their segments then follow (fixed point), which keeps every
+track consistent inside its shot.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+# A failing metric at most this far past its limit (value/limit for maxima, the shortfall
+# relative to the room below 1 for minima, decide.metric_load) is bridged inside a swapped segment.
+BRIDGE_LOAD = 1.25
+# Metrics whose failure is a visible defect wherever it happens, however small the excess.
+NEVER_BRIDGED = ("occluder_overwrite", "offface")
+
+
+def _shot(cuts: Sequence[int], frame: int) -> int:
+    return int(np.searchsorted(np.asarray(sorted(cuts), np.int64), frame, side="right"))
+
+
+def _face_state(th, face: dict, loads) -> tuple[str, list[str]]:
+    """'ok', 'marginal', 'bad' or 'refused' for one evaluated face record, and its reasons."""
+    reasons = list(face.get("reasons") or [])
+    if face.get("skip_reason"):
+        return "refused", [face["skip_reason"]]
+    if not reasons:
+        return "ok", []
+    if face.get("swapped") is False or not face.get("redetected", True) or face.get("identity") is None:
+        return "bad", reasons
+    failing = [(m, lo) for m, lo in loads(face) if lo is not None and lo > 1.0]
+    if len(failing) != len(reasons) or any(m in NEVER_BRIDGED or lo > BRIDGE_LOAD for m, lo in failing):
+        return "bad", reasons
+    return "marginal", reasons
+
+
+def plan(report: dict, th, loads) -> dict:
+    """The per-segment decisions for a finished report: {"revert": set of frames, "segments": [...]}.
+
+    ``loads(face)`` yields (metric, load) for a face record (decide.metric_load per check); ``th``
+    the thresholds the report was judged with. Segments carry track, shot, first/last frame,
+    the decision ("swapped", "kept original", "refused") and why.
+    """
+    cuts = list(report.get("cuts") or [])
+    frames = {rec["frame"]: rec for rec in report["frames"]}
+    seg_frames: dict = defaultdict(list)           # (track, shot) -> [(frame, state, reasons)]
+    for i in sorted(frames):
+        rec = frames[i]
+        if rec["status"] in ("skipped", "no_face"):
+            continue
+        for f in rec.get("faces") or []:
+            state, why = _face_state(th, f, loads)
+            seg_frames[(f.get("track_id"), _shot(cuts, i))].append((i, state, why))
+    # a segment spans its first to last evaluated frame: frames sampled out in between follow it
+    span = {key: (rows[0][0], rows[-1][0]) for key, rows in seg_frames.items()}
+    revert: set[int] = set()
+    decided: dict = {}
+    changed = True
+    while changed:                                 # reverting frames can make other segments mixed
+        changed = False
+        for key, rows in seg_frames.items():
+            if decided.get(key, ("",))[0] == "kept original":
+                continue
+            states = [("refused" if s == "refused" else "reverted" if i in revert else s) for i, s, _ in rows]
+            shown = [s for s in states if s in ("ok", "marginal", "bad")]
+            if not shown:
+                decided[key] = ("refused", _why(rows, "refused"))
+                continue
+            if any(s in ("bad", "refused", "reverted") for s in states):
+                decided[key] = ("kept original", _why(rows, "bad") or _why(rows, "refused")
+                                or ["another face in these frames was kept original"])
+                a, b = span[key]
+                new = {i for i in range(a, b + 1) if i in frames} - revert
+                if new:
+                    revert |= new
+                    changed = True
+                continue
+            decided[key] = ("swapped", [])
+    segments = []
+    for key in sorted(seg_frames, key=lambda k: (span[k][0], str(k[0]))):
+        decision, why = decided[key]
+        rows = seg_frames[key]
+        bridged = [i for i, s, _ in rows if s == "marginal"] if decision == "swapped" else []
+        seg = {"track_id": key[0], "shot": key[1], "first": span[key][0], "last": span[key][1],
+               "frames": len(rows), "decision": decision, "reasons": why[:3]}
+        if bridged:
+            seg["bridged_frames"] = bridged
+            seg["reasons"] = _why([r for r in rows if r[1] == "marginal"], "marginal")[:3]
+        segments.append(seg)
+    return {"revert": revert, "segments": segments}
+
+
+def _category(reason: str) -> str:
+    """A reason without its numbers: "colour cast: chroma shift 12.3 > 10" -> "colour cast: chroma shift"."""
+    return re.split(r"\s*(?:\(|[<>]|-?\d)", reason, maxsplit=1)[0].strip(" :") or reason
+
+
+def _why(rows, state: str) -> list[str]:
+    """The distinct reasons of the rows in ``state``, most frequent first, with their frames."""
+    count: dict = defaultdict(list)
+    for i, s, why in rows:
+        if s == state:
+            for w in {_category(x) for x in why}:
+                count[w].append(i)
+    return [f"{w} (frame {fr[0]}{'' if len(fr) == 1 else f' and {len(fr) - 1} more'})"
+            for w, fr in sorted(count.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))]

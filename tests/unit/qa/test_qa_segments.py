@@ -1,0 +1,111 @@
+"""One decision per shot ("keep original" on track segments, swapline_core/qa/segments.py).
+Pure record-level tests: the records are what the gate writes, the thresholds the shipped ones."""
+from dataclasses import replace
+
+from swapline_core.qa import decide, gate
+
+TH = decide.QAThresholds()
+
+
+def face(track=0, changed=0.5, **m):
+    base = {"track_id": track, "changed": changed, "redetected": True, "identity": 0.95, "leakage": 0.5,
+            "landmark_drift": 0.05, "flicker_ratio": 1.0}
+    return {**base, **m}
+
+
+def report(rows, cuts=(), skipped=None, th=TH):
+    """rows: per frame a list of faces (empty: no face)."""
+    records = [{"frame": i, "status": "ok" if fs else "no_face", "faces": fs} for i, fs in enumerate(rows)]
+    gate.finalize(records, th, skipped)
+    acc = decide.QAAccumulator()
+    acc.add(records)
+    rep = acc.report(th, skipped=skipped)
+    rep["cuts"] = list(cuts)
+    return rep
+
+
+def keep(rep):
+    return decide.apply_policy("keep original", rep)
+
+
+def test_a_marginal_failure_inside_a_swapped_shot_is_bridged():
+    mouth = TH.max_mouth_delta * 1.05                       # 5 % past its limit
+    rows = [[face()] for _ in range(10)]
+    rows[4] = [face(mouth_delta=mouth)]
+    rep = report(rows)
+    assert rep["frames"][4]["status"] == "fail"             # the gate's verdict is unchanged
+    assert keep(rep) == set()
+    (seg,) = rep["segments"]
+    assert seg["decision"] == "swapped" and seg["bridged_frames"] == [4]
+    assert seg["reasons"][0].startswith("mouth opening differs")
+    assert decide.apply_policy("keep original per frame", rep) == {4}
+
+
+def test_a_clear_failure_keeps_its_whole_shot_original_and_only_that_shot():
+    rows = [[face()] for _ in range(12)]
+    rows[3] = [face(mouth_delta=TH.max_mouth_delta * 3)]
+    rep = report(rows, cuts=[6])
+    assert keep(rep) == set(range(0, 6))
+    first, second = rep["segments"]
+    assert (first["shot"], first["decision"], first["first"], first["last"]) == (0, "kept original", 0, 5)
+    assert first["reasons"][0].startswith("mouth opening differs") and "frame 3" in first["reasons"][0]
+    assert (second["shot"], second["decision"]) == (1, "swapped")
+
+
+def test_lost_faces_and_painted_occluders_are_never_bridged():
+    for bad in (dict(redetected=False), dict(occluder_overwrite=TH.max_occluder_overwrite * 1.05),
+                dict(offface=TH.max_offface * 1.05), dict(changed=0.0)):
+        rows = [[face()] for _ in range(6)]
+        rows[2] = [face(**bad)]
+        rep = report(rows)
+        assert keep(rep) == set(range(6)), bad
+
+
+def test_a_refused_run_inside_a_swapped_shot_keeps_the_shot_original():
+    rows = [[face()] for _ in range(8)]
+    for i in (3, 4):
+        rows[i] = [face(changed=0.0)]
+    skipped = {3: {0: "head turned: yaw 50.0 deg beyond the classical swapper's 45 deg"},
+               4: {0: "head turned: yaw 52.0 deg beyond the classical swapper's 45 deg"}}
+    rep = report(rows, skipped=skipped)
+    assert keep(rep) == set(range(8))
+    assert rep["segments"][0]["reasons"][0].startswith("head turned")
+
+
+def test_a_face_refused_throughout_stays_the_target_and_reverts_nothing():
+    rows = [[face(track=0), face(track=1, changed=0.0)] for _ in range(5)]
+    skipped = {i: {1: "too small: 30 px"} for i in range(5)}
+    rep = report(rows, skipped=skipped)
+    assert keep(rep) == set()
+    decisions = {s["track_id"]: s["decision"] for s in rep["segments"]}
+    assert decisions == {0: "swapped", 1: "refused"}
+
+
+def test_a_reverted_segment_takes_the_other_faces_of_its_frames_along():
+    # track 1 fails clearly on frame 2; frames 0-3 go back, so track 0 (swapped on 0-7) would
+    # flip there: its segment is kept original as well
+    rows = [[face(track=0)] + ([face(track=1)] if i < 4 else []) for i in range(8)]
+    rows[2][1] = face(track=1, mouth_delta=TH.max_mouth_delta * 3)
+    rep = report(rows)
+    assert keep(rep) == set(range(8))
+    why = {s["track_id"]: s["reasons"] for s in rep["segments"]}
+    assert why[0] == ["another face in these frames was kept original"]
+
+
+def test_frames_sampled_out_inside_a_kept_segment_go_back_too():
+    rows = [[face()] for _ in range(9)]
+    rows[3] = [face(mouth_delta=TH.max_mouth_delta * 3)]
+    rep = report(rows)
+    for i in (1, 5, 7):                                     # what sample_every leaves unevaluated
+        rep["frames"][i] = {"frame": i, "status": "skipped", "faces": []}
+    assert keep(rep) == set(range(9))
+
+
+def test_the_bridge_band_is_relative_to_each_limit():
+    th = replace(TH, min_identity=0.8)
+    inside = 1 - (1 - 0.8) * 1.2                            # load 1.2: bridged
+    outside = 1 - (1 - 0.8) * 1.3                           # load 1.3: not
+    for ident, reverted in ((inside, set()), (outside, set(range(4)))):
+        rows = [[face()] for _ in range(4)]
+        rows[1] = [face(identity=ident)]
+        assert keep(report(rows, th=th)) == reverted, ident
