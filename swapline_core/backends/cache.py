@@ -16,9 +16,15 @@ from typing import TypeVar
 from ..provenance.hashing import sha256_file
 
 T = TypeVar("T")
-_CACHE: dict[tuple, object] = {}
+_CACHE: dict[tuple, object] = {}          # least recently used first
+_SIZES: dict[tuple, int] = {}             # key -> bytes of the weight files it loaded
 _LOCK = threading.Lock()
-MAX_ENTRIES = 8
+# Models are evicted by the bytes of their weight files (what an ONNX session or a torch module
+# holds in memory, to within its runtime's overhead), least recently used first: eight slots held
+# eight 500 MB swappers as readily as eight 1 MB mask models. The model just loaded always stays.
+# SWAPLINE_MODEL_CACHE_MB overrides the budget (a quarter of physical RAM, at least 2 GiB).
+MIN_BUDGET = 2 << 30
+MAX_ENTRIES = 64                          # many tiny models: a bound on the bookkeeping only
 _HASHES: dict[tuple, str] = {}  # (realpath, size, mtime_ns) -> sha256: hash a 500 MB file once
 # key -> the lock its one build runs under: two prompts (or two nodes' threads) asking for the same
 # model at once wait for one load instead of each reading and holding a copy of its weights.
@@ -37,6 +43,46 @@ def file_identity(path: str) -> tuple:
         return (path, tuple(entries))
     st = os.stat(path)
     return (path, st.st_size, st.st_mtime_ns)
+
+
+def budget_bytes() -> int:
+    env = os.environ.get("SWAPLINE_MODEL_CACHE_MB", "").strip()
+    if env:
+        try:
+            return max(0, int(float(env) * (1 << 20)))
+        except ValueError:
+            pass
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 4 * MIN_BUDGET
+    return max(MIN_BUDGET, ram // 4)
+
+
+def _weight_bytes(value: object, path: str) -> int:
+    loaded = getattr(value, "loaded_models", None) or {}
+    if loaded:
+        return sum(int(v.get("size") or 0) for v in loaded.values())
+    if path and os.path.isfile(path):
+        return os.path.getsize(path)
+    if path and os.path.isdir(path):
+        return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+    return 0
+
+
+def _evict(keep: tuple) -> None:
+    """Drop least recently used models until the rest fit the budget (call with _LOCK held)."""
+    limit = budget_bytes()
+    while len(_CACHE) > 1 and (sum(_SIZES.values()) > limit or len(_CACHE) > MAX_ENTRIES):
+        old = next(k for k in _CACHE if k != keep)
+        _CACHE.pop(old)
+        _SIZES.pop(old, None)
+
+
+def cache_state() -> dict:
+    """What the cache holds: entries and bytes, against its budget (for reports and tests)."""
+    with _LOCK:
+        return {"entries": len(_CACHE), "bytes": sum(_SIZES.values()), "budget_bytes": budget_bytes()}
 
 
 def file_sha256(path: str) -> str:
@@ -71,6 +117,7 @@ def cached(kind: str, path: str, settings: tuple, build: Callable[[], T]) -> T:
     key = (kind, before, settings)
     with _LOCK:
         if key in _CACHE:
+            _CACHE[key] = _CACHE.pop(key)      # most recently used last
             return _CACHE[key]  # type: ignore[return-value]
         building = _BUILDING.setdefault(key, threading.Lock())
     # The global lock is not held while building (a load takes seconds; other models must not wait).
@@ -98,9 +145,9 @@ def _build(kind: str, path: str, settings: tuple, build: Callable[[], T], before
             raise RuntimeError(f"model '{os.path.basename(path)}' kept changing on disk while it was loaded: "
                                "wait for the copy to finish and queue again")
     with _LOCK:
-        if len(_CACHE) >= MAX_ENTRIES:
-            _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = value
+        _SIZES[key] = _weight_bytes(value, path)
+        _evict(keep=key)
     return value
 
 

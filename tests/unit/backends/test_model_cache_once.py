@@ -42,3 +42,37 @@ def test_same_model_from_two_threads_is_built_once(tmp_path):
     # a different key (other settings) is its own build, not blocked by or shared with this one
     other = cache.cached("test-once", str(weights), ("cuda",), build)
     assert other is not got[0] and len(built) == 2
+
+
+def _weights(tmp_path, name: str, mb: int):
+    p = tmp_path / name
+    with open(p, "wb") as f:
+        f.truncate(mb << 20)        # sparse: the size is what counts, not the disk used
+    return str(p)
+
+
+def test_cache_is_bounded_by_weight_bytes_least_recently_used_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWAPLINE_MODEL_CACHE_MB", "100")
+    monkeypatch.setattr(cache, "_CACHE", {})
+    monkeypatch.setattr(cache, "_SIZES", {})
+    builds = []
+
+    def load(name, mb):
+        path = _weights(tmp_path, name, mb) if not (tmp_path / name).exists() else str(tmp_path / name)
+        return cache.cached("test-size", path, (), lambda: builds.append(name) or _Model())
+
+    big_a = load("a.onnx", 60)
+    load("small.onnx", 1)
+    assert cache.cache_state()["bytes"] == 61 << 20
+    load("a.onnx", 60)                               # a hit: a becomes the most recently used
+    assert builds == ["a.onnx", "small.onnx"]
+    load("b.onnx", 60)                               # 121 MB > 100: the least recently used goes first
+    assert cache.cache_state()["bytes"] == 60 << 20 and cache.cache_state()["entries"] == 1
+    assert load("b.onnx", 60) is not big_a and builds[-1] == "b.onnx"
+    # eight small models fit where eight slots of large ones would not
+    for i in range(8):
+        load(f"m{i}.onnx", 2)
+    assert cache.cache_state()["entries"] == 9 and builds.count("b.onnx") == 1
+    # a model larger than the whole budget still loads (and is the only one kept)
+    load("huge.onnx", 150)
+    assert cache.cache_state()["entries"] == 1
