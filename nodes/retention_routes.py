@@ -6,16 +6,18 @@ POST /swapline/jobs/delete      {"job_id" | "source_sha256" | "face_model", "req
 
 Like every ComfyUI route these are open to whoever can reach the server: expose ComfyUI only
 behind the access control you already need for /prompt. The logic is in
-swapline_core.provenance.delete; errors come back as {"error": text} with 400/404/409.
+swapline_core.provenance.delete; errors come back as {"error": text} with 400/404/409 (the job is
+queued or running)/500 (the disk refused; the same request again resumes).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.provenance import delete as core_delete
-from ..swapline_core.provenance import retention
+from ..swapline_core.provenance import jobs, retention
 from . import maintenance
 from .model_paths import public_text
 
@@ -41,9 +43,21 @@ def register() -> bool:
         return web.json_response(data, status=status)
 
     def failure(exc: Exception):
+        if isinstance(exc, OSError):           # the disk refused: say what and where, as JSON
+            what = f"{exc.strerror or exc} ({os.path.basename(str(exc.filename or ''))})"
+            return reply({"error": public_text(f"the server could not complete it: {what}; nothing more was "
+                                               "removed, send the same request again once fixed")}, 500)
         status = (404 if isinstance(exc, core_delete.UnknownJobError) else
-                  409 if isinstance(exc, core_delete.JobRunningError) else 400)
+                  409 if isinstance(exc, core_delete.JobRunningError) else
+                  500 if isinstance(exc, core_delete.DeletionIncompleteError) else 400)
         return reply({"error": public_text(str(exc))}, status)
+
+    def queued_or_running() -> set[str]:
+        # a prompt is a job from queueing to its last output (items are (number, prompt_id, ...))
+        running, pending = PromptServer.instance.prompt_queue.get_current_queue_volatile()
+        return {str(item[1]) for item in list(running) + list(pending)}
+
+    jobs.set_queue_probe(queued_or_running)
 
     async def in_thread(fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -53,7 +67,7 @@ def register() -> bool:
         try:
             p = maintenance.places()
             return reply(await in_thread(retention.cache_report, p.cache_root, p.output_dir, maintenance.policy()))
-        except SwaplineError as exc:
+        except (SwaplineError, OSError) as exc:
             return failure(exc)
 
     @routes.post("/swapline/cache/sweep")
@@ -63,7 +77,7 @@ def register() -> bool:
             return reply({"error": "send a JSON object, e.g. {\"reclaim_all\": false}"}, 400)
         try:
             return reply(await in_thread(maintenance.sweep, reclaim_all=bool(body.get("reclaim_all"))))
-        except SwaplineError as exc:
+        except (SwaplineError, OSError) as exc:
             return failure(exc)
 
     @routes.post("/swapline/jobs/delete")
@@ -81,7 +95,7 @@ def register() -> bool:
               "face_model": core_delete.delete_by_face_model}[keys[0]]
         try:
             result = await in_thread(fn, maintenance.places(), body[keys[0]], **kw)
-        except SwaplineError as exc:
+        except (SwaplineError, OSError) as exc:
             return failure(exc)
         maintenance.reset_comfy_cache()
         log.info("[Swapline] deleted by request %s (%s): %s", kw["request_id"], kw["requested_by"], keys[0])

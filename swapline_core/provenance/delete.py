@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import SwaplineError
 from . import audit_log, jobs
-from .retention import remove_path
+from .retention import maintenance_lock, remove_path
 
 
 class UnknownJobError(SwaplineError):
@@ -34,6 +34,14 @@ class UnknownJobError(SwaplineError):
 
 class JobRunningError(SwaplineError):
     pass
+
+
+class DeletionIncompleteError(SwaplineError):
+    """A removal failed halfway: the intent record says what was planned, nothing is lost from the
+    record, and repeating the same request finishes the deletion."""
+
+
+DELETION_STARTED = "deletion_started"
 
 
 @dataclass
@@ -81,7 +89,19 @@ def job_output_bytes(places: Places, idx: jobs.JobIndex) -> int:
 def delete_job(places: Places, job_id: str, *, requested_by: str, request_id: str | None,
                reason: str = "data-subject request", together: frozenset = frozenset()) -> dict:
     """Delete one job's files and append its tombstone; ``together``: jobs deleted in the same
-    request (their use of a cache entry does not keep it)."""
+    request (their use of a cache entry does not keep it).
+
+    Refused while the job is queued or running (``jobs.active_jobs``). One deletion or sweep at a
+    time (``retention.maintenance_lock``). An intent record goes into the audit log before anything
+    is removed and the tombstone after, so a deletion that stops halfway is visible there; the
+    job's index is removed last, so the same request run again resumes it."""
+    with maintenance_lock(places.cache_root):
+        return _delete_job(places, job_id, requested_by=requested_by, request_id=request_id, reason=reason,
+                           together=together)
+
+
+def _delete_job(places: Places, job_id: str, *, requested_by: str, request_id: str | None,
+                reason: str, together: frozenset) -> dict:
     jobs.check_job_id(job_id)
     if job_id in jobs.active_jobs():
         raise JobRunningError(f"job '{job_id}' is running now: interrupt it or wait for it to finish, then delete it")
@@ -103,6 +123,29 @@ def delete_job(places: Places, job_id: str, *, requested_by: str, request_id: st
     outputs = list(dict.fromkeys(idx.outputs + [r["output"] for r in records if isinstance(r.get("output"), str)]))
     deleted: dict[str, list] = {"outputs": [], "cache": [], "face_models": []}
     kept: dict[str, object] = {"cache_shared": {}, "refused": [], "already_gone": []}
+    audit_log.append_record(audit_log.audit_log_path(places.output_dir), {
+        "schema": audit_log.SCHEMA, "kind": DELETION_STARTED, "job_id": job_id, "time_utc": audit_log.utc_now(),
+        "requested_by": requested_by, "request_id": request_id, "reason": reason,
+        "planned": {"outputs": outputs, "cache": list(idx.cache),
+                    "face_models": [os.path.basename(f) for f in idx.face_models]}})
+    try:
+        _remove(places, job_id, idx, outputs, together, deleted, kept)
+    except OSError as exc:
+        done = {k: len(v) for k, v in deleted.items()}
+        raise DeletionIncompleteError(
+            f"deleting job '{job_id}' stopped halfway: {type(exc).__name__}: {exc.strerror or exc} "
+            f"({os.path.basename(str(exc.filename or ''))}). Removed so far: {done}. The audit log records "
+            "the attempt; fix the cause (permissions, a file held open) and send the same request again to "
+            "finish it") from None
+    index_file.unlink(missing_ok=True)
+    if not idx.cache and not idx.mtime:
+        kept["note"] = "the job predates the job index: only the outputs its audit lines name were known"
+    audit_log.append_tombstone(places.output_dir, job_id=job_id, deleted=deleted, requested_by=requested_by,
+                               request_id=request_id, reason=reason, kept=kept)
+    return {"job_id": job_id, "deleted": deleted, "kept": kept}
+
+
+def _remove(places: Places, job_id: str, idx, outputs: list, together: frozenset, deleted: dict, kept: dict) -> None:
     for rel in outputs:
         p = _output_file(places, rel)
         if p is None:
@@ -129,12 +172,6 @@ def delete_job(places: Places, job_id: str, *, requested_by: str, request_id: st
     for fm in idx.face_models:
         if _delete_face_model(places, Path(fm)):
             deleted["face_models"].append(os.path.basename(fm))
-    index_file.unlink(missing_ok=True)
-    if not idx.cache and not idx.mtime:
-        kept["note"] = "the job predates the job index: only the outputs its audit lines name were known"
-    audit_log.append_tombstone(places.output_dir, job_id=job_id, deleted=deleted, requested_by=requested_by,
-                               request_id=request_id, reason=reason, kept=kept)
-    return {"job_id": job_id, "deleted": deleted, "kept": kept}
 
 
 def _delete_face_model(places: Places, path: Path) -> bool:
@@ -166,6 +203,12 @@ def delete_by_source(places: Places, sha256: str, *, requested_by: str, request_
                      reason: str = "data-subject request") -> dict:
     """Every job made from this source (a face model's source image hash, or a target's
     input_sha256 in the audit log) and every saved face model built from it."""
+    with maintenance_lock(places.cache_root):
+        return _delete_by_source(places, sha256, requested_by=requested_by, request_id=request_id, reason=reason)
+
+
+def _delete_by_source(places: Places, sha256: str, *, requested_by: str, request_id: str | None,
+                      reason: str) -> dict:
     sha256 = sha256.strip().lower()
     ids = [i.job_id for i in jobs.all_indexes(places.output_dir) if sha256 in i.sources]
     done = {r.get("job_id") for r in audit_log.job_records(places.output_dir) if r.get("kind") == audit_log.TOMBSTONE}
@@ -198,6 +241,11 @@ def _sources_or_none(path: Path) -> list[str]:
 
 def delete_by_face_model(places: Places, name: str, **kw) -> dict:
     """A saved face model (file name in a face model folder): everything made from its sources."""
+    with maintenance_lock(places.cache_root):
+        return _delete_by_face_model(places, name, **kw)
+
+
+def _delete_by_face_model(places: Places, name: str, **kw) -> dict:
     matches = [p for p in _face_models(places) if p.name in (name, f"{name}.safetensors")]
     if not matches:
         raise UnknownJobError(f"no face model '{name}' in {[str(d) for d in places.face_model_dirs]}. "

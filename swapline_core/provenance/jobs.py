@@ -32,6 +32,10 @@ _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("swapline_job", default=None)
 _active_lock = threading.Lock()
 _active: dict[str, int] = {}          # job id -> nodes of it running now in this process
+# The host's queue (ComfyUI: prompts queued or running), set by the ComfyUI layer: a prompt is a
+# job from queueing to its last output, not only while one of its Swapline nodes executes (a
+# delete between two nodes removed the cache the next node was about to read).
+_queue_probe: list = []
 
 
 def check_job_id(job_id: str) -> str:
@@ -147,9 +151,25 @@ def bound(ctx: JobContext | None):
         _current.reset(token)
 
 
-def active_jobs() -> set[str]:
+def set_queue_probe(probe) -> None:
+    """``probe()`` returns the ids of jobs queued or running in the host (None: no host queue)."""
     with _active_lock:
-        return set(_active)
+        _queue_probe[:] = [probe] if probe is not None else []
+
+
+def active_jobs() -> set[str]:
+    """Jobs that must not be deleted now: running a node in this process, or queued or running in
+    the host's queue. A queue that cannot be read is an error, not an empty queue."""
+    with _active_lock:
+        out = set(_active)
+        probes = list(_queue_probe)
+    for probe in probes:
+        try:
+            out |= {str(j) for j in probe()}
+        except Exception as exc:
+            raise SwaplineError(f"cannot read the server's queue to tell which jobs are running ({exc}); "
+                                "nothing was deleted, try again") from exc
+    return out
 
 
 def note_cache_use(path: str | os.PathLike) -> None:

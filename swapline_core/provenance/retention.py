@@ -18,9 +18,11 @@ Policy file: ``<ComfyUI user dir>/swapline/retention.json`` (next to signing.jso
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -156,8 +158,11 @@ def sweep_cache(cache_root: str | os.PathLike, output_dir: str | os.PathLike, po
                 now: float | None = None, reclaim_all: bool = False) -> dict:
     """Remove cache entries past the age or size limit (``reclaim_all``: every entry that may be
     removed), least recently used first; leased and recently modified entries are never touched."""
-    now = time.time() if now is None else now
-    root = Path(cache_root)
+    with maintenance_lock(cache_root):
+        return _sweep_cache(Path(cache_root), output_dir, policy, time.time() if now is None else now, reclaim_all)
+
+
+def _sweep_cache(root: Path, output_dir, policy: Policy, now: float, reclaim_all: bool) -> dict:
     entries = cache_entries(root)
     limits = policy.cache
     lease_s = policy.lease_hours * 3600
@@ -185,6 +190,79 @@ def sweep_cache(cache_root: str | os.PathLike, output_dir: str | os.PathLike, po
             "entries_left": len(entries) - len(removed)}
 
 
+LOCK_NAME = ".swapline-maintenance.lock"
+
+
+@contextlib.contextmanager
+def maintenance_lock(cache_root: str | os.PathLike, timeout_s: float = 600.0):
+    """One sweep or deletion at a time across threads and processes (ComfyUI's route threads,
+    the sweep after each job, the delete CLI): an exclusive lock on a file in the cache root."""
+    if getattr(_held, "depth", 0):          # a sweep deleting whole jobs: already ours
+        _held.depth += 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
+        return
+    root = Path(cache_root)
+    root.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
+    # Threads of this process queue on the thread lock; other processes on the file lock.
+    while not _thread_lock.acquire(timeout=0.5):
+        _check(deadline, root, timeout_s)
+    try:
+        with open(root / LOCK_NAME, "a+b") as f:
+            while not _try_lock(f):
+                _check(deadline, root, timeout_s)
+                time.sleep(0.05)
+            _held.depth = 1
+            try:
+                yield
+            finally:
+                _held.depth = 0
+                _unlock(f)
+    finally:
+        _thread_lock.release()
+
+
+_thread_lock = threading.Lock()
+_held = threading.local()
+
+
+def _check(deadline: float, root: Path, timeout_s: float) -> None:
+    if time.monotonic() > deadline:
+        raise SwaplineError(f"another Swapline sweep or deletion has held {root / LOCK_NAME} for "
+                            f"{timeout_s:.0f} s; nothing was removed, try again later")
+
+
+def _try_lock(f) -> bool:
+    try:
+        import fcntl
+    except ImportError:                     # Windows
+        import msvcrt
+        try:
+            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _unlock(f) -> None:
+    try:
+        import fcntl
+    except ImportError:
+        import msvcrt
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        return
+    fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def remove_path(root: Path, path: Path) -> None:
     """Remove a file or folder; a folder is first renamed away so no reader sees it half-deleted."""
     if path.is_dir() and not path.is_symlink():
@@ -198,12 +276,17 @@ def remove_path(root: Path, path: Path) -> None:
 def sweep_outputs(places, policy: Policy, *, now: float | None = None) -> dict:
     """Delete whole jobs (outputs, cache entries, face models; a tombstone each) past the output
     limits, oldest first. Off unless the policy sets a limit; only Swapline's recorded jobs."""
-    from .delete import delete_job, job_output_bytes
-
     limits = policy.outputs
     if limits.max_age_days is None and limits.max_size_gb is None:
         return {"deleted_jobs": []}
-    now = time.time() if now is None else now
+    with maintenance_lock(places.cache_root):
+        return _sweep_outputs(places, policy, time.time() if now is None else now)
+
+
+def _sweep_outputs(places, policy: Policy, now: float) -> dict:
+    from .delete import delete_job, job_output_bytes
+
+    limits = policy.outputs
     lease_s = policy.lease_hours * 3600
     running = jobs.active_jobs()
     idxs = sorted(jobs.all_indexes(places.output_dir), key=lambda i: i.mtime)

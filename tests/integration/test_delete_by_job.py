@@ -26,9 +26,10 @@ def _job(source: str, prefix: str, save_as: str | None = None) -> dict:
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    # the server's own log grows with every request: it is not a job's file
+    # the server's own log grows with every request, and the maintenance lock (one sweep or
+    # deletion at a time) is the server's too: neither is a job's file
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != "comfyui.log"}
+            if p.is_file() and p.name not in ("comfyui.log", ".swapline-maintenance.lock")}
 
 
 def _outputs(server, hist) -> list[Path]:
@@ -106,7 +107,9 @@ def test_delete_one_of_two_jobs_over_http(staged):
     for e in cache_b:
         assert (out / "swapline_cache" / e).exists(), e
     data = log.read_bytes()
-    assert data.startswith(log_before) and data.count(b"\n") == log_before.count(b"\n") + 1
+    # the intent before anything was removed, the tombstone after
+    assert data.startswith(log_before) and data.count(b"\n") == log_before.count(b"\n") + 2
+    assert json.loads(data.splitlines()[-2])["kind"] == "deletion_started"
     tomb = json.loads(data.splitlines()[-1])
     assert (tomb["kind"], tomb["job_id"], tomb["request_id"]) == ("tombstone", job_a, "DSR-7")
 
@@ -127,3 +130,44 @@ def test_delete_one_of_two_jobs_over_http(staged):
     index_c = (out / "swapline_jobs" / f"{hist_c['_prompt_id']}.jsonl").read_text().splitlines()
     for e in {json.loads(x).get("cache") for x in index_c} - {None}:
         assert (out / "swapline_cache" / e).exists(), e       # a job that just ran holds its lease
+
+
+def test_a_queued_or_running_job_cannot_be_deleted_and_sweeps_run_one_at_a_time(staged):
+    """Issue 32 item 4 over HTTP: a delete for a prompt that is queued or running (between two of
+    its nodes included) is refused with 409 and the prompt's outputs come out whole; two sweeps
+    sent at once both answer, one after the other, and never remove the same entry twice."""
+    import threading
+
+    ws = staged.connect()
+    try:
+        pid = staged.queue(_job("swapline_source_face.png", "swapline/dsr_running"))
+        r = requests.post(staged.url + "/swapline/jobs/delete", timeout=60,
+                          json={"job_id": pid, "requested_by": "dpo@example.com"})
+        assert r.status_code == 409 and "running now" in r.json()["error"], r.text
+        staged.follow(ws, pid)
+    finally:
+        ws.close()
+    hist = staged.history(pid)
+    outputs = _outputs(staged, hist)
+    assert outputs and all(p.is_file() and p.stat().st_size > 0 for p in outputs)
+    assert (staged.base_dir / "output" / "swapline_jobs" / f"{pid}.jsonl").is_file()
+
+    results = []
+
+    def sweep():
+        results.append(requests.post(staged.url + "/swapline/cache/sweep", timeout=120, json={"reclaim_all": True}))
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(150)
+    assert [r.status_code for r in results] == [200, 200], [r.text for r in results]
+    removed = [e for r in results for e in r.json()["removed"]]
+    assert len(removed) == len(set(removed)), removed
+
+    # once it has finished, the same request deletes it
+    r = requests.post(staged.url + "/swapline/jobs/delete", timeout=60,
+                      json={"job_id": pid, "requested_by": "dpo@example.com"})
+    assert r.status_code == 200, r.text
+    assert not any(p.exists() for p in outputs)

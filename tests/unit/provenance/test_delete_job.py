@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from swapline_core.errors import SwaplineError
 from swapline_core.faces import identity
 from swapline_core.provenance import audit_log, jobs
 from swapline_core.provenance import delete as dl
@@ -20,7 +25,9 @@ from swapline_core.video.write import write_image
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    # the maintenance lock (one sweep or deletion at a time) is nobody's data
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != ".swapline-maintenance.lock"}
 
 
 def _source(value: int) -> SourceIdentity:
@@ -86,7 +93,11 @@ def test_delete_job_removes_its_files_keeps_the_others_and_only_appends_a_tombst
     assert sorted(result["deleted"]["outputs"]) == ["swapline/job-a_00001_.mp4", "swapline/job-a_00001_qa.json"]
     assert result["deleted"]["face_models"] == ["job-a.safetensors"] and len(result["deleted"]["cache"]) == 1
     data = log.read_bytes()
-    assert data.startswith(log_before) and data.count(b"\n") == log_before.count(b"\n") + 1
+    # two lines appended: the intent before anything was removed, the tombstone after
+    assert data.startswith(log_before) and data.count(b"\n") == log_before.count(b"\n") + 2
+    intent = json.loads(data.splitlines()[-2])
+    assert intent["kind"] == "deletion_started" and intent["job_id"] == "job-a" and intent["request_id"] == "DSR-1"
+    assert sorted(intent["planned"]["outputs"]) == sorted(result["deleted"]["outputs"])
     tomb = json.loads(data.splitlines()[-1])
     assert tomb["kind"] == "tombstone" and tomb["job_id"] == "job-a" and tomb["request_id"] == "DSR-1"
     assert tomb["requested_by"] == "dpo@example.com" and tomb["deleted"] == result["deleted"]
@@ -162,3 +173,83 @@ def test_a_job_running_in_this_process_is_not_deleted(env):
     after = _tree(env["base"])
     assert {f: d for f, d in after.items() if "swapline_jobs" not in f} == \
         {f: d for f, d in before.items() if "swapline_jobs" not in f}
+
+
+def test_a_job_queued_or_running_in_the_server_is_not_deleted(env):
+    """The host's queue counts (ComfyUI: from queueing to the last output), not only a Swapline
+    node executing right now: between two nodes of a prompt the job is still running."""
+    before = _tree(env["base"])
+    jobs.set_queue_probe(lambda: {"job-b"})
+    try:
+        with pytest.raises(dl.JobRunningError, match="running now"):
+            dl.delete_job(env["places"], "job-b", requested_by="x", request_id=None)
+        assert _tree(env["base"]) == before
+        jobs.set_queue_probe(lambda: 1 / 0)       # a queue that cannot be read deletes nothing
+        with pytest.raises(SwaplineError, match="cannot read the server's queue"):
+            dl.delete_job(env["places"], "job-b", requested_by="x", request_id=None)
+        assert _tree(env["base"]) == before
+    finally:
+        jobs.set_queue_probe(None)
+    dl.delete_job(env["places"], "job-b", requested_by="x", request_id=None)
+
+
+def test_a_deletion_that_fails_halfway_is_recorded_and_resumes(env, monkeypatch):
+    real_unlink = Path.unlink
+    calls = []
+
+    def flaky(self, *a, **kw):
+        calls.append(self.name)
+        if self.name == "job-a_00001_qa.json" and calls.count(self.name) == 1:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_unlink(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "unlink", flaky)
+    with pytest.raises(dl.DeletionIncompleteError, match="stopped halfway") as err:
+        dl.delete_job(env["places"], "job-a", requested_by="dpo", request_id="DSR-2")
+    assert "Permission denied" in str(err.value) and "send the same request again" in str(err.value)
+    records = audit_log.job_records(env["out"], "job-a")
+    assert records[-1]["kind"] == "deletion_started"                   # the attempt is on record
+    assert jobs.index_path(env["out"], "job-a").is_file()               # and can be resumed
+    result = dl.delete_job(env["places"], "job-a", requested_by="dpo", request_id="DSR-2")
+    assert "swapline/job-a_00001_qa.json" in result["deleted"]["outputs"]
+    assert [r.get("kind") for r in audit_log.job_records(env["out"], "job-a")][-3:] == [
+        "deletion_started", "deletion_started", "tombstone"]
+    assert not [f for f in env["a"] if f in _tree(env["base"])]
+
+
+def test_sweeps_and_deletions_run_one_at_a_time(env):
+    from swapline_core.provenance import retention
+
+    order = []
+    inside = threading.Event()
+
+    def hold():
+        with retention.maintenance_lock(env["cache"]):
+            order.append("first in")
+            inside.set()
+            time.sleep(0.5)
+            order.append("first out")
+
+    t = threading.Thread(target=hold)
+    t.start()
+    inside.wait(5)
+    dl.delete_job(env["places"], "job-a", requested_by="x", request_id=None)   # waits for the holder
+    order.append("delete done")
+    t.join(5)
+    assert order == ["first in", "first out", "delete done"]
+    # another process holding the lock is waited for too (flock), and a stuck holder times out
+    code = ("import fcntl, sys, time; f = open(sys.argv[1], 'a+b'); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print('locked', flush=True); time.sleep(3)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(env["cache"] / retention.LOCK_NAME)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(SwaplineError, match="try again later"):
+            with retention.maintenance_lock(env["cache"], timeout_s=0.5):
+                pass
+        t0 = time.monotonic()
+        with retention.maintenance_lock(env["cache"], timeout_s=30):
+            waited = time.monotonic() - t0
+        assert waited > 1.0
+    finally:
+        proc.wait(10)
