@@ -268,7 +268,10 @@ def tint_lenses(pixels: np.ndarray, mask: np.ndarray, lens: np.ndarray, target_l
     inside a red frame: the lens vanished), since paste-back matches colour over the whole face.
     Within each lens the swapped pixels are moved (Lab mean/std) so that, after paste-back's
     whole-face match (``faces.paste.color_match``, undone here in advance), the lens region
-    differs from the face as the target's lens differs from the target's face.
+    differs from the face as the target's lens differs from the target's face. The move is relative
+    to the patch's own face, so it holds without that match too (the classical swapper matches
+    colour itself, and ``color_match`` can be off): the lens then sits against the swapped face as
+    the target's against the target's face, scaled by the faces' spread (test_lenses.py).
     ``lens`` and ``target_lab`` are maps (``patch_to_map``: patch -> map transform)."""
     h, w = mask.shape
     lens_p = cv2.warpAffine(lens.astype(np.float32), cv2.invertAffineTransform(patch_to_map), (w, h),

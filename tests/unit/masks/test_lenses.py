@@ -146,3 +146,50 @@ def test_open_lenses_swaps_the_lens_up_to_its_frame():
     assert np.array_equal(out[~lens], may[~lens]), "outside the lenses nothing changes"
     nothing = glasses_mod.open_lenses(may.copy(), np.zeros_like(lens), ring, size)
     assert np.array_equal(nothing, may)
+
+
+@pytest.mark.parametrize("source_skin", [(170, 130, 110), (120, 90, 80), (230, 200, 180)])
+def test_lens_tint_holds_whether_or_not_paste_matches_colour(source_skin):
+    """Issue 32 item 2: ``tint_lenses`` is written against paste-back's whole-face colour match,
+    but paste matches only when the swapper does not match colour itself and ``color_match`` is
+    on (the classical path and color_match=False skip it). The tint is a move relative to the
+    patch's own face, so it holds either way: matched, the lens sits where the target's lens sits
+    against the target's face (Lab); unmatched, the lens sits against the swapped face as the
+    target's lens against the target's face, scaled by the faces' spread."""
+    from swapline_core.faces.paste import color_match
+
+    rng = np.random.default_rng(1)
+    h, w = 160, 200
+    lens = np.zeros((h, w), np.uint8)
+    for c in ((65, 80), (135, 80)):
+        cv2.ellipse(lens, c, (26, 18), 0, 0, 360, 1, -1)
+    lens = lens.astype(bool)
+
+    def face(skin, tint=None):
+        img = np.empty((h, w, 3), np.float32)
+        img[:] = skin
+        img *= np.linspace(0.85, 1.05, w)[None, :, None]
+        img += rng.normal(0, 4, img.shape)
+        if tint is not None:
+            img[lens] *= np.asarray(tint, np.float32)
+        return np.clip(img, 0, 255)
+
+    def lab(im):
+        return cv2.cvtColor(np.clip(im, 0, 255).astype(np.float32) / 255, cv2.COLOR_RGB2Lab)
+
+    def offset(im):                        # lens mean - face mean (Lab), face spread
+        L = lab(im)
+        return L[lens].mean(0) - L[~lens].mean(0), L[~lens].std(0)
+
+    target = face((200, 150, 120), (1.0, 0.55, 0.6))          # red-tinted lenses
+    mask = np.ones((h, w), np.float32)
+    out = glasses_mod.tint_lenses(face(source_skin), mask, lens, lab(target),
+                                  np.array([[1, 0, 0], [0, 1, 0]], np.float32))
+    t_off, t_sd = offset(target)
+    assert t_off[1] > 20                                       # the target's lenses are clearly red
+    matched, _ = offset(color_match(out, target.astype(np.uint8), mask))
+    assert np.abs(matched - t_off).max() < 2.0, (matched, t_off)
+    unmatched, o_sd = offset(out)
+    want = t_off * o_sd / t_sd
+    assert np.abs(unmatched - want).max() < 0.15 * np.abs(t_off).max(), (unmatched, want)
+    assert unmatched[1] > 20                                   # still red through the lens, unmatched
