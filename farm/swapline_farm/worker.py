@@ -58,10 +58,20 @@ def spawn_comfy(python: str, comfy_dir, args, **popen_kw) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=comfy_dir, start_new_session=True, **popen_kw)
 
 
+def comfy_env(base: dict, gpu_ids, cpu: bool) -> dict:
+    """A worker's ComfyUI environment: CUDA_VISIBLE_DEVICES names its GPUs (Ray sets it for the
+    actor too; set here so the ComfyUI sees exactly what the worker was given, whatever the
+    actor's environment); a CPU worker gets none, so it cannot pick up a GPU; otherwise inherited."""
+    env = dict(base, PYTHONUNBUFFERED="1", DO_NOT_TRACK="1")
+    if gpu_ids or cpu:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
+    return env
+
+
 class ComfyProcess:
     def __init__(self, comfy_path: str, port: int = 0, base_dir: str | None = None, extra_args=(),
                  pack: str | None = None, models_dir: str | None = None, cpu: bool = True,
-                 python: str | None = None):
+                 python: str | None = None, gpu_ids=()):
         self.comfy = Path(comfy_path).resolve()
         if not (self.comfy / "main.py").is_file():
             raise InputError(f"ComfyUI path {self.comfy}: no main.py there; give the folder of a ComfyUI checkout "
@@ -71,7 +81,10 @@ class ComfyProcess:
         self.extra_args = list(extra_args)
         self.pack = Path(pack).resolve() if pack else PACK_DIR
         self.models_dir = Path(models_dir).resolve() if models_dir else self.comfy / "models"
-        self.cpu = cpu
+        # The GPUs this ComfyUI may use (Ray's ids for the actor): exactly those are visible to it,
+        # so N workers on N GPUs never share one.
+        self.gpu_ids = [str(g) for g in gpu_ids]
+        self.cpu = cpu and not self.gpu_ids
         self.python = python or sys.executable
         self.proc: subprocess.Popen | None = None
         self.log_path = self.base / "comfyui.log"
@@ -112,7 +125,7 @@ class ComfyProcess:
                 "--base-directory", str(self.base), "--database-url", "sqlite:///:memory:",
                 "--extra-model-paths-config", str(self.base / "extra_model_paths.yaml"),
                 *(["--cpu"] if self.cpu else []), *self.extra_args]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", DO_NOT_TRACK="1")
+        env = comfy_env(os.environ, self.gpu_ids, self.cpu)
         with open(self.log_path, "ab") as log:
             self.proc = spawn_comfy(self.python, self.comfy, args, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + timeout
@@ -168,7 +181,7 @@ class ComfyProcess:
 
     def health(self) -> dict:
         out = {"alive": self.alive(), "pid": self.proc.pid if self.proc else None, "port": self.port,
-               "url": self.url, "base_dir": str(self.base)}
+               "url": self.url, "base_dir": str(self.base), "gpus": list(self.gpu_ids)}
         if not out["alive"]:
             return {**out, "ok": False}
         try:
@@ -318,7 +331,8 @@ class ComfyWorker:
                  startup_timeout: float = 180.0, watch_interval: float = 1.0):
         gpus = ray.get_gpu_ids() if ray.is_initialized() else []
         self.name = name or f"worker-{port or os.getpid()}"
-        self.proc = ComfyProcess(comfy_path, port, base_dir, extra_args, pack, models_dir, cpu=not gpus)
+        self.proc = ComfyProcess(comfy_path, port, base_dir, extra_args, pack, models_dir, cpu=not gpus,
+                                 gpu_ids=gpus)
         self.startup_timeout = startup_timeout
         self.restarts = 0
         self._lock = threading.Lock()
