@@ -134,6 +134,14 @@ def markdown(results: dict) -> str:
               "RSS of the server process and its children, sampled every 0.1 s while the prompt runs; "
               "a fresh server per clip.", ""]
     lines += rss_table(results) + [""]
+    from .server_job import table as server_job_table
+
+    lines += ["## The shipped job as a studio runs it (bench/server_job.py)", "",
+              "workflows/api/video_swap_builtin.json unchanged (QA on every frame, C2PA signing) on a fresh "
+              "ComfyUI server over HTTP. QA share = the QA Gate node's wall time / the job's; detect s per "
+              "detector frame = the Track Faces node's detector seconds / the frames it ran the detector on "
+              "(backfill and re-detection included).", ""]
+    lines += server_job_table(results.get("server_job")) + [""]
     lines += ["## Per-stage time", "",
               "Seconds per stage (exclusive). `ours`/`naive` columns come from instrumenting the same core "
               "functions in both paths (bench/instrument.py). `server` columns come from the Track/Swap "

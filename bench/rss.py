@@ -112,7 +112,7 @@ QA_SAMPLE_EVERY = 8
 
 
 def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLOW, log=print,
-                 timeout: float = 4 * 3600, server=None) -> dict:
+                 timeout: float = 4 * 3600, server=None, qa_sample_every: int = QA_SAMPLE_EVERY) -> dict:
     """``server``: a running ``ComfyServer`` to use instead of a fresh one (the CI smoke test
     shares the test session's; its peak then includes whatever that server already held, so
     it is no measurement). It is left running and its output folder is left alone."""
@@ -133,7 +133,7 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
         if node["class_type"] == "SwaplineQAGate":
             # QA streams like every stage, so sampling does not change the memory profile; it
             # keeps the 3000-frame run within a session on a 2-core machine.
-            node["inputs"]["sample_every"] = QA_SAMPLE_EVERY
+            node["inputs"]["sample_every"] = qa_sample_every
     classes = {nid: node["class_type"] for nid, node in prompt.items()}
     frames = probe(clip).frame_count
 

@@ -41,16 +41,17 @@ class Plan:
     tiled_vae: tuple[tuple[int, int], tuple[int, int] | None]   # size, ablation size
     farm: dict = field(default_factory=dict)     # bench.farm.run keywords
     docs: bool = True                            # a complete run rewrites docs/measurements
+    server_job: dict = field(default_factory=dict)   # label -> frames of a generated clip (None: the sample)
 
 
 FULL = Plan({"sample48": None, "gen300": SHORT_FRAMES}, media.SIZE, (SHORT_FRAMES, LONG_FRAMES), 3, None,
-            (TILED_VAE_SIZE, TILED_VAE_ABLATION))
+            (TILED_VAE_SIZE, TILED_VAE_ABLATION), server_job={"gen300_720p": SHORT_FRAMES, "sample48": None})
 # Seconds per section on 2 cores, enough to go through every function the full run does (the
 # speed section's instrumentation checks each timed function really ran). The tiled VAE frame is
 # its children's warm-up size: each child's start-up (torch, ComfyUI, the VAE) is most of the
 # section's time. The farm keeps 1 and 2 workers (the speedup path).
 SMOKE = Plan({"gen4": 4}, (320, 180), (4, 8), 1, 4, ((64, 64), (64, 64)),
-             {"jobs": 2, "frames": 4, "chunk_frames": 2}, docs=False)
+             {"jobs": 2, "frames": 4, "chunk_frames": 2}, docs=False, server_job={"gen4": 4})
 
 
 def log(msg: str) -> None:
@@ -70,6 +71,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help="skip the 1920x1080 tiled VAE encode comparison (ours vs core VAEEncode / VAEEncodeTiled)")
     ap.add_argument("--skip-farm", action="store_true",
                     help="skip the farm section (same batch through swapline-farm with 1 vs 2 local ComfyUI workers)")
+    ap.add_argument("--skip-server-job", action="store_true",
+                    help="skip the shipped job as a studio runs it (QA every frame, signed): 720p and the sample")
     ap.add_argument("--skip-generalization", action="store_true",
                     help="skip the development set x sources through the shipped workflow (bench/generalization)")
     return ap.parse_args(argv)
@@ -91,6 +94,7 @@ def new_results(args) -> dict:
                   "non_inference_share": None, "non_inference_share_by_run": {},
                   "speed_runs": {}, "server_runs": {}},
         "tiled_vae": None,
+        "server_job": None,
         "quality": None,
         "farm": None,
         "targets": dict(TARGETS),
@@ -174,6 +178,16 @@ def run_rss(results: dict, clips: dict, save, server=None) -> None:
         video["peak_rss_ratio_long_vs_short"] = round(long_ / short, 3)
         results["met"]["peak_rss_ratio_long_vs_short"] = (
             video["peak_rss_ratio_long_vs_short"] <= TARGETS["peak_rss_ratio_long_vs_short"])
+
+
+def run_server_job(results: dict, clips: dict, save, server=None) -> None:
+    from . import server_job
+
+    try:
+        results["server_job"] = server_job.run(clips, WORK, log=log, server=server)
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["server_job"] = _error(exc)
+    save()
 
 
 def run_tiled_vae(results: dict, save, sizes=FULL.tiled_vae) -> None:
@@ -263,6 +277,8 @@ def main(argv=None) -> int:
         if not args.quick:
             clips["long"] = clip(plan, long_)
         run_rss(results, clips, save)
+    if not args.skip_server_job:
+        run_server_job(results, {name: clip(plan, n) for name, n in plan.server_job.items()}, save)
     if not args.skip_quality:
         run_quality(results, save, plan.quality_frames)
     if not args.skip_tiled_vae:

@@ -1,5 +1,5 @@
 """The benchmark's smoke form (``python -m bench.run --smoke``, what ``scripts/bench.sh --smoke``
-runs): every section (speed, rss, quality, tiled_vae, farm; generalization in
+runs): every section (speed, rss, server_job, quality, tiled_vae, farm; generalization in
 test_generalization_smoke.py) on tiny inputs, so a refactor of the
 core or of the bench cannot break ``scripts/bench.sh`` unnoticed (issue 31: the speed section
 patched functions that had moved, and no speed figure was measured for days).
@@ -31,8 +31,10 @@ CASES = ("builtin", "insightface_synthetic")
 def smoke(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("bench-smoke")
     env = dict(os.environ, SWAPLINE_BENCH_OUT=str(out), DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
-    # rss runs below on the shared server; generalization has its own smoke (test_generalization_smoke.py)
-    proc = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--skip-rss", "--skip-generalization"],
+    # rss and server_job run below on the shared server; generalization has its own smoke
+    # (test_generalization_smoke.py)
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--skip-rss", "--skip-server-job",
+                           "--skip-generalization"],
                           cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S, check=False)
     log = proc.stdout + proc.stderr
@@ -120,6 +122,25 @@ def test_rss_section(comfy, tmp_path, monkeypatch):
         positive(run["stages"]["seconds"]["detect"], f"rss {label} detect")
         positive(run["stages"]["seconds"]["encode"], f"rss {label} encode")
     positive(video["peak_rss_ratio_long_vs_short"], "peak_rss_ratio_long_vs_short")
+
+
+def test_server_job_section(comfy, tmp_path, monkeypatch):
+    from bench import media, report, run
+
+    monkeypatch.setattr(media, "MEDIA", tmp_path)
+    results = run.new_results(run.parse(["--smoke"]))
+    clips = {name: run.clip(run.SMOKE, n) for name, n in run.SMOKE.server_job.items()}
+    run.run_server_job(results, clips, save=lambda: None, server=comfy)
+    assert not results["errors"], json.dumps(results["errors"], indent=1)[:4000]
+    for label, n in run.SMOKE.server_job.items():
+        s = results["server_job"][label]
+        assert s["frames"] == n
+        for key in ("wall_s", "fps", "qa_s", "qa_share", "detect_s", "detect_s_per_detector_frame", "peak_rss_mb"):
+            positive(s[key], f"server_job {label} {key}")
+        assert 0 < s["qa_share"] < 1 and s["detector_frames"] >= 1
+        assert s["qa_detail"] and s["qa_detail"]["detect"] > 0        # the QA report's own seconds
+    assert any(line.startswith(f"| {label} |") for line in report.markdown(results).splitlines()
+               for label in run.SMOKE.server_job)
 
 
 def test_quality_section(smoke):
