@@ -57,3 +57,61 @@ def table(section: dict | None) -> list[str]:
                     f"{s['qa_s'] if s['qa_s'] is None else round(s['qa_s'], 1)} ({s['qa_share']}) | "
                     f"{s['detect_s_per_detector_frame']} ({s['detector_frames']}) | {s['peak_rss_mb']:.0f} |")
     return rows
+
+
+def stage_rows(section: dict) -> list[str]:
+    """Per-stage seconds of each run (the stage table's exclusive seconds)."""
+    labels = list(next(iter(section.values()))["stage_seconds"]) if section else []
+    rows = ["| stage | " + " | ".join(section) + " |", "| --- |" + " --- |" * len(section)]
+    for k in labels:
+        vals = [section[c]["stage_seconds"].get(k) for c in section]
+        rows.append(f"| {k} | " + " | ".join("n/a" if v is None else f"{v:.1f}" for v in vals) + " |")
+    return rows
+
+
+def doc(section: dict, machine: dict, run_stamp: dict) -> str:
+    from . import measurements
+
+    lines = measurements.header(
+        "The shipped job as a studio runs it: measurements",
+        "`workflows/api/video_swap_builtin.json` unchanged (built-in analyzer, classical swapper, guards, QA on "
+        "every frame with policy keep original, C2PA signing) on a fresh ComfyUI server over HTTP, per clip. "
+        "Method: `bench/server_job.py` (module docstring).", run_stamp, machine)
+    lines += ["## Per run", "", *table(section), "", "## Seconds per stage", "",
+              "From the Track/Swap nodes' reports (detect, embed, landmarks, swap, paste), the QA Gate node's wall "
+              "time (QA) and the Save/Sink node's (encode); other = the rest of the wall time (model loading, image "
+              "loads, scheduling).", "", *stage_rows(section), "",
+              "## QA's own seconds", "",
+              *[f"- {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("qa_detail") or {}).items())
+                for label, s in section.items()], ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+
+    from . import measurements, media
+    from .machine import load_average, machine_info
+    from .paths import OUT, SAMPLE_CLIP, WORK
+
+    ap = argparse.ArgumentParser(prog="python -m bench.server_job", description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=300, help="frames of the generated 1280x720 clip")
+    ap.add_argument("--doc", action="store_true", help="also write docs/measurements/server_job.md")
+    args = ap.parse_args(argv)
+    machine, run_stamp = machine_info(), measurements.stamp()
+    clips = {f"gen{args.frames}_720p": media.generated_clip(args.frames, size=media.SIZE), "sample48": SAMPLE_CLIP}
+    section = run(clips, WORK)
+    machine["load_average_at_end"] = load_average()
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "server_job.json").write_text(json.dumps({"machine": machine, "run": run_stamp, "server_job": section},
+                                                    indent=1))
+    if args.doc:
+        path = measurements.DOCS / "server_job.md"
+        path.write_text(doc(section, machine, run_stamp))
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
