@@ -187,7 +187,10 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
               "node_seconds": {k: round(v, 3) for k, v in clock.seconds.items()},
               "frames_with_face": track.get("frames_with_face"), "tracker": track.get("tracker"),
               "qa": {"decision": qa.get("decision"), "sample_every": qa_report.get("sample_every"),
-                     "seconds": qa_report.get("seconds"), "summary": qa.get("summary")},
+                     "seconds": qa_report.get("seconds"), "summary": qa.get("summary"),
+                     "reverted_frames": len(qa_report.get("reverted_frames") or []),
+                     "segments": [{k: s.get(k) for k in ("track_id", "first", "last", "decision", "reasons")}
+                                  for s in qa_report.get("segments") or []][:20]},
               "stages": stage_table(track, swap, qa_report.get("seconds") or {}, clock.seconds, wall, frames),
               "server_log": str(server.log_path)}
     if own:

@@ -29,7 +29,10 @@ def summarize(r: dict) -> dict:
             "detect_s": sec.get("detect"), "detector_frames": det_frames,
             "detect_s_per_detector_frame": round(sec["detect"] / det_frames, 3) if det_frames else None,
             "stage_seconds": sec, "peak_rss_mb": r["peak_rss_mb"], "idle_rss_mb": r["idle_rss_mb"],
-            "qa_decision": (r.get("qa") or {}).get("decision")}
+            "qa_decision": (r.get("qa") or {}).get("decision"),
+            # what the viewer gets: frames delivered swapped under the shipped per-shot policy
+            "delivered_swapped_frames": r["frames"] - int((r.get("qa") or {}).get("reverted_frames") or 0),
+            "segments": (r.get("qa") or {}).get("segments")}
 
 
 def run(clips: dict[str, Path], work: Path, *, log=print, server=None) -> dict:
@@ -50,12 +53,14 @@ def run(clips: dict[str, Path], work: Path, *, log=print, server=None) -> dict:
 def table(section: dict | None) -> list[str]:
     if not section:
         return ["(not run)"]
-    rows = ["| clip | frames | wall s | fps | QA s (share) | detect s / detector frame (frames) | peak RSS MB |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| clip | frames | wall s | fps | QA s (share) | detect s / detector frame (frames) | peak RSS MB | "
+            "QA decision | delivered swapped |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, s in section.items():
         rows.append(f"| {label} | {s['frames']} | {s['wall_s']:.1f} | {s['fps']:.3f} | "
                     f"{s['qa_s'] if s['qa_s'] is None else round(s['qa_s'], 1)} ({s['qa_share']}) | "
-                    f"{s['detect_s_per_detector_frame']} ({s['detector_frames']}) | {s['peak_rss_mb']:.0f} |")
+                    f"{s['detect_s_per_detector_frame']} ({s['detector_frames']}) | {s['peak_rss_mb']:.0f} | "
+                    f"{s.get('qa_decision')} | {s.get('delivered_swapped_frames')} |")
     return rows
 
 
