@@ -115,11 +115,16 @@ def _category(reason: str) -> str:
 
 
 def _why(rows, state: str) -> list[str]:
-    """The distinct reasons of the rows in ``state``, most frequent first, with their frames."""
+    """The distinct kinds of reason of the rows in ``state``, most frequent first: the first one's
+    full text (its numbers) and on how many frames it came up."""
     count: dict = defaultdict(list)
+    first: dict = {}
     for i, s, why in rows:
         if s == state:
-            for w in {_category(x) for x in why}:
-                count[w].append(i)
-    return [f"{w} (frame {fr[0]}{'' if len(fr) == 1 else f' and {len(fr) - 1} more'})"
-            for w, fr in sorted(count.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))]
+            for x in why:
+                c = _category(x)
+                if not count[c] or count[c][-1] != i:
+                    count[c].append(i)
+                first.setdefault(c, x)
+    return [f"{first[c]} (frame {fr[0]}{'' if len(fr) == 1 else f' and {len(fr) - 1} more'})"
+            for c, fr in sorted(count.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))]
