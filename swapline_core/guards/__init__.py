@@ -27,12 +27,15 @@ class GuardOptions:
     track_window: int = 6                 # frames each side compared against; 0 disables
     max_size_ratio: float = 1.5
     max_shift: float = 0.6                # in face sizes, against the track's interpolation
+    # A pose just past the limit (competence.BRIDGE_BAND) between swappable frames of its track
+    # this near on both sides is swapped (hysteresis); 0 refuses every such frame on its own.
+    bridge_frames: int = 12
 
     def to_json(self) -> dict:
         return {"enabled": self.enabled, "max_yaw": self.max_yaw, "max_pitch": self.max_pitch,
                 "max_shape_residual": self.max_shape_residual, "min_skin": self.min_skin,
                 "track_window": self.track_window, "max_size_ratio": self.max_size_ratio,
-                "max_shift": self.max_shift}
+                "max_shift": self.max_shift, "bridge_frames": self.bridge_frames}
 
 
 def reason_category(reason: str) -> str:
@@ -100,25 +103,46 @@ def competence_for(swapper, opts: GuardOptions):
 
 
 def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: int | None = None,
-               memo: dict | None = None) -> str | None:
+               memo: dict | None = None, bridged: list | None = None) -> str | None:
     """The reason ``face`` must not be swapped, or None. ``memo``: a dict shared by the faces of
-    one chunk (``screen``), so neighbouring frames' poses are solved once."""
+    one chunk (``screen``), so neighbouring frames' poses are solved once. A pose refusal bridged
+    inside its track (``competence.bridges_pose``) is appended to ``bridged`` and the face swapped."""
     who = getattr(swapper, "name", "this")
-    return (_plaus.geometry(face, frame.shape)
-            or _plaus.shape(face, opts.max_shape_residual)
-            or _plaus.track_jump(face, index, context, opts.track_window, opts.max_size_ratio, opts.max_shift)
-            or _competence.check(face, competence_for(swapper, opts), who,
-                                 _competence.track_pose(face, index, context, memo=memo))
-            or _plaus.skin(frame, face, opts.min_skin))
+    comp = competence_for(swapper, opts)
+    why = (_plaus.geometry(face, frame.shape)
+           or _plaus.shape(face, opts.max_shape_residual)
+           or _plaus.track_jump(face, index, context, opts.track_window, opts.max_size_ratio, opts.max_shift))
+    if why:
+        return why
+    pose = _competence.track_pose(face, index, context, memo=memo)
+    why = _competence.check(face, comp, who, pose)
+    if why and reason_category(why) in ("head turned", "head pitched") and _competence.bridges_pose(
+            face, index, context, comp, opts.bridge_frames, memo):
+        # judged again at the limit, so the other competence checks (size, a hidden eye) still apply
+        again = _competence.check(face, comp, who, (min(pose[0], comp.max_yaw), min(pose[1], comp.max_pitch)))
+        if again is None and bridged is not None:
+            bridged.append(why)
+        why = again
+    return why or _plaus.skin(frame, face, opts.min_skin)
 
 
-def screen(swapper, frames, faces, opts: GuardOptions, context=None) -> list[list[str | None]]:
+def screen(swapper, frames, faces, opts: GuardOptions, context=None,
+           bridged: dict | None = None) -> list[list[str | None]]:
     """Per frame, per face: None (swap it) or the reason it is left untouched. ``context``
     (a ClipContext) adds the track-history checks; frame k of the chunk is clip frame
-    ``context.first_index + k``."""
+    ``context.first_index + k``. ``bridged`` (optional) receives {(k, j): the pose refusal a
+    face was swapped through} (``check_face``)."""
     if not opts.enabled:
         return [[None for _ in fs] for fs in faces]
     first = 0 if context is None else context.first_index
     memo: dict = {}
-    return [[check_face(swapper, frame, f, opts, context, None if context is None else first + k, memo) for f in fs]
-            for k, (frame, fs) in enumerate(zip(frames, faces))]
+    out = []
+    for k, (frame, fs) in enumerate(zip(frames, faces)):
+        row = []
+        for j, f in enumerate(fs):
+            note: list = []
+            row.append(check_face(swapper, frame, f, opts, context, None if context is None else first + k, memo, note))
+            if note and bridged is not None:
+                bridged[(k, j)] = note[0]
+        out.append(row)
+    return out

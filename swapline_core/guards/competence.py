@@ -88,3 +88,35 @@ def check(face, comp: Competence, who: str, pose: tuple[float, float] | None = N
             return (f"eye hidden: the nose covers the far eye (nose at {t:.2f} of the eye line), "
                     f"which the {who} swapper needs")
     return None
+
+
+# Hysteresis on pose: a turn just past the swapper's limit inside a run of frames it can swap is
+# bridged (swapped), so a head turning briefly does not flip the face between two identities. The
+# limit decides where a track can be swapped; the band keeps it swapped for a short while. What
+# comes out is still judged by the QA gate like any other swapped frame.
+BRIDGE_BAND = 1.25
+
+
+def bridges_pose(face, index: int | None, context, comp: Competence, frames_each_side: int,
+                 memo: dict | None = None) -> bool:
+    """True when ``face`` (refused for its pose) is within ``BRIDGE_BAND`` of the limits and its
+    track has a frame within the limits no more than ``frames_each_side`` frames before and after
+    it, in the same shot."""
+    if frames_each_side <= 0 or context is None or index is None or face.track_id is None or context.faces is None:
+        return False
+    yaw, pitch = track_pose(face, index, context, memo=memo)
+    if not (np.isfinite(yaw) and yaw <= comp.max_yaw * BRIDGE_BAND and pitch <= comp.max_pitch * BRIDGE_BAND):
+        return False
+    frames = context.faces.frames
+    lo = max([0] + [c for c in context.cuts if c <= index])
+    hi = min([len(frames)] + [c for c in context.cuts if c > index])
+
+    def within(j: int) -> bool:
+        for f in frames[j].faces:
+            if f.track_id == face.track_id:
+                y, p = track_pose(f, j, context, memo=memo)
+                return bool(np.isfinite(y) and y <= comp.max_yaw and p <= comp.max_pitch)
+        return False
+
+    before = any(within(j) for j in range(index - 1, max(lo, index - frames_each_side) - 1, -1))
+    return before and any(within(j) for j in range(index + 1, min(hi, index + frames_each_side + 1)))

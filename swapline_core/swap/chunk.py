@@ -68,7 +68,8 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     tracks, the clip index of the chunk's first frame); None for independent still images."""
     t = timings if timings is not None else {}
     _timed(t, "landmarks", prepare_landmarks, swapper, analyzer, frames, faces, source)
-    verdicts = _timed(t, "guards", screen, swapper, frames, faces, opts.guards, context)
+    bridged: dict = {}
+    verdicts = _timed(t, "guards", screen, swapper, frames, faces, opts.guards, context, bridged)
     accepted_at = [[j for j, v in enumerate(vs) if v is None] for vs in verdicts]
     accepted = [[fs[j] for j in idx] for fs, idx in zip(faces, accepted_at)]
     patches = one_per_face(swapper, accepted, _timed(t, "swap", swapper.swap, frames, accepted, source))
@@ -93,6 +94,8 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
             if j in row:
                 p = row[j]
                 rec.update(p.info)
+                if (len(records), j) in bridged:
+                    rec["bridged_guard"] = bridged[(len(records), j)]
                 rec.setdefault("status", "skipped" if p.mask.size == 0 or not p.mask.any() else "swapped")
             else:
                 rec.update(status="skipped", reason=v)

@@ -77,3 +77,48 @@ def test_declared_competences_and_small_faces():
     why = check(small, InSwapper.competence, "inswapper_128")
     assert why is not None and reason_category(why) == "too small"
     assert check(face, InSwapper.competence, "inswapper_128") is None
+
+
+def _turning_track(yaws, cuts=()):
+    """One track on the kling frame whose five points turn by ``yaws`` (one per frame)."""
+    from guard_media import analyzer
+
+    from swapline_core.types import ClipContext, FaceSet, FrameFaces
+
+    frames, faces = clip_faces(KLING, 1)
+    face = faces[0][0]
+    out = []
+    for yaw in yaws:
+        kps = _project(yaw, 0)
+        kps = (kps - kps.mean(0)) * (face.inter_ocular / np.linalg.norm(kps[1] - kps[0])) + face.kps.mean(0)
+        out.append([face.copy(kps=kps.astype(np.float32), landmarks=None, track_id=0)])
+    h, w = frames[0].shape[:2]
+    fset = FaceSet([FrameFaces(i, fs, w, h) for i, fs in enumerate(out)], analyzer())
+    return [frames[0]] * len(yaws), out, ClipContext(fset, 0, cuts=tuple(cuts))
+
+
+def test_a_short_turn_just_past_the_limit_is_bridged_inside_its_track():
+    """Hysteresis (issue 30 item 5): 50 deg between 30-deg frames is swapped, not refused on its own, so
+    the face does not flip identity for a brief turn; the swap says which frames it bridged."""
+    opts = GuardOptions(min_skin=0.0)
+    yaws = [30] * 6 + [50] * 5 + [30] * 6
+    frames, faces, ctx = _turning_track(yaws)
+    bridged = {}
+    v = screen(ClassicalSwapper(), frames, faces, opts, ctx, bridged)
+    assert all(row == [None] for row in v), v
+    assert sorted(k for k, _ in bridged) == list(range(6, 11))
+    assert all(reason_category(r) == "head turned" for r in bridged.values())
+    # off: each turned frame is refused on its own
+    v0 = screen(ClassicalSwapper(), frames, faces, GuardOptions(min_skin=0.0, bridge_frames=0), ctx)
+    assert [reason_category(row[0]) if row[0] else None for row in v0][6:11] == ["head turned"] * 5
+
+
+@pytest.mark.parametrize("case", ["too far", "no way back", "across a cut"])
+def test_turns_beyond_the_band_or_without_both_sides_stay_refused(case):
+    opts = GuardOptions(min_skin=0.0)
+    yaws, cuts = {"too far": ([30] * 6 + [65] * 3 + [30] * 6, ()),       # 65 > 1.25 x 45
+                  "no way back": ([30] * 6 + [50] * 9, ()),              # the turn lasts to the end
+                  "across a cut": ([30] * 6 + [50] * 3 + [30] * 6, (9,))}[case]
+    frames, faces, ctx = _turning_track(yaws, cuts)
+    v = screen(ClassicalSwapper(), frames, faces, opts, ctx, {})
+    assert all(reason_category(v[i][0]) == "head turned" for i in range(7, 9)), v
