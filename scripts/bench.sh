@@ -8,9 +8,10 @@
 #   scripts/bench.sh --quick    everything except the 3000-frame run
 #   scripts/bench.sh --smoke    every section on tiny inputs, seconds each: checks the code paths, not
 #                               speed (CI runs it: tests/unit/bench/test_bench_smoke.py); docs untouched
-#   scripts/bench.sh --skip-rss / --skip-speed / --skip-quality / --skip-tiled-vae / --skip-farm /
-#                    --skip-generalization   (the development set: docs/measurements/generalization.md)
+#   scripts/bench.sh --skip-rss / --skip-speed / --skip-server-job / --skip-quality / --skip-tiled-vae /
+#                    --skip-farm / --skip-generalization   (the development set: docs/measurements/generalization.md)
 #   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
+#   python -m bench.server_job [--doc]   the shipped job, QA every frame (docs/measurements/server_job.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the test clips and swapline-farm (the farm section) come with the tests' setup; ComfyUI 0.33 is not needed
