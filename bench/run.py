@@ -51,7 +51,8 @@ FULL = Plan({"sample48": None, "gen300": SHORT_FRAMES}, media.SIZE, (SHORT_FRAME
 # its children's warm-up size: each child's start-up (torch, ComfyUI, the VAE) is most of the
 # section's time. The farm keeps 1 and 2 workers (the speedup path).
 SMOKE = Plan({"gen4": 4}, (320, 180), (4, 8), 1, 4, ((64, 64), (64, 64)),
-             {"jobs": 2, "frames": 4, "chunk_frames": 2}, docs=False, server_job={"gen4": 4})
+             {"jobs": 2, "frames": 4, "chunk_frames": 2}, docs=False,
+             server_job={"gen6": 6})   # not the rss clips: a shared server would serve cached tracks
 
 
 def log(msg: str) -> None:
