@@ -13,6 +13,10 @@ import pytest
 from devtools.comfy_harness import COMFY, REPO, ComfyServer
 from devtools.media import T1, insightface_image
 
+# Each copies a ComfyUI and starts it fresh (1-2 min): what is installed is the same tree whatever
+# the version, and the 0.33 pass loads the pack into 0.33 for every other test.
+pytestmark = pytest.mark.once
+
 BUILTIN = "builtin (MTCNN + dlib, no download)"
 BIN = Path(sys.executable).parent
 

@@ -55,6 +55,7 @@ def _run(server, swapper: str, count: int, **loader):
     return report, changed
 
 
+@pytest.mark.once     # families differ in the core's model code, not in what ComfyUI does
 def test_hyperswap_video_workflow(staged):
     report, changed = _run(staged, FAMILY_FILES["hyperswap"], 0, pixel_boost="512", identity_weight=0.4)
     assert report["family"] == "hyperswap" and report["detected_by"].startswith("file name")
@@ -63,6 +64,7 @@ def test_hyperswap_video_workflow(staged):
     assert changed > 0.8
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("family", sorted(set(FAMILY_FILES) - {"hyperswap"}))
 def test_family_video_workflow(staged, family):
     report, changed = _run(staged, FAMILY_FILES[family], 6)

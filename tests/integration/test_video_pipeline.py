@@ -180,6 +180,7 @@ def _resume_prompt() -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.once     # the chunk stores' resume is the pack's; ~4-8 min per run
 def test_killed_server_resumes_from_finished_chunks(tmp_path, models_dir):
     clip = _long_clip(tmp_path)
     prompt = _resume_prompt()
