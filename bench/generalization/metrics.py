@@ -21,10 +21,11 @@ the pipeline's MTCNN path), on the input frames and the delivered frames.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
+
+from swapline_core.qa.segments import reason_kind
 
 from ..quality import cases as qcases
 from ..quality import score
@@ -38,7 +39,7 @@ NEAREST = 8             # a frame where HOG found no face borrows the boxes of a
 
 def category(reason: str) -> str:
     """A reason without its numbers: "colour cast: chroma shift 12.3 > 10" -> "colour cast: chroma shift"."""
-    return re.split(r"\s*(?:\(|[<>]|-?\d)", reason, maxsplit=1)[0].strip(" :") or reason
+    return reason_kind(reason)
 
 
 def refusal_category(reason: str) -> str:

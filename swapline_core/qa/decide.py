@@ -258,7 +258,7 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     failing = [rec["frame"] for rec in report["frames"] if rec["status"] == "fail"]
     if policy == "keep original":
         th = _report_thresholds(report)
-        decided = segments.plan(report, th, lambda f: face_loads(th, f))
+        decided = segments.plan(report, lambda f: face_loads(th, f))
         report["segments"] = decided["segments"]
         return decided["revert"]
     if policy == "keep original per frame":

@@ -38,7 +38,7 @@ def _shot(cuts: Sequence[int], frame: int) -> int:
     return int(np.searchsorted(np.asarray(sorted(cuts), np.int64), frame, side="right"))
 
 
-def _face_state(th, face: dict, loads) -> tuple[str, list[str]]:
+def _face_state(face: dict, loads) -> tuple[str, list[str]]:
     """'ok', 'marginal', 'bad' or 'refused' for one evaluated face record, and its reasons."""
     reasons = list(face.get("reasons") or [])
     if face.get("skip_reason"):
@@ -53,11 +53,11 @@ def _face_state(th, face: dict, loads) -> tuple[str, list[str]]:
     return "marginal", reasons
 
 
-def plan(report: dict, th, loads) -> dict:
+def plan(report: dict, loads) -> dict:
     """The per-segment decisions for a finished report: {"revert": set of frames, "segments": [...]}.
 
-    ``loads(face)`` yields (metric, load) for a face record (decide.metric_load per check); ``th``
-    the thresholds the report was judged with. Segments carry track, shot, first/last frame,
+    ``loads(face)`` yields (metric, load) for a face record against the thresholds the report was
+    judged with (decide.face_loads). Segments carry track, shot, first/last frame,
     the decision ("swapped", "kept original", "refused") and why.
     """
     cuts = list(report.get("cuts") or [])
@@ -68,7 +68,7 @@ def plan(report: dict, th, loads) -> dict:
         if rec["status"] in ("skipped", "no_face"):
             continue
         for f in rec.get("faces") or []:
-            state, why = _face_state(th, f, loads)
+            state, why = _face_state(f, loads)
             seg_frames[(f.get("track_id"), _shot(cuts, i))].append((i, state, why))
     # a segment spans its first to last evaluated frame: frames sampled out in between follow it
     span = {key: (rows[0][0], rows[-1][0]) for key, rows in seg_frames.items()}
@@ -109,7 +109,7 @@ def plan(report: dict, th, loads) -> dict:
     return {"revert": revert, "segments": segments}
 
 
-def _category(reason: str) -> str:
+def reason_kind(reason: str) -> str:
     """A reason without its numbers: "colour cast: chroma shift 12.3 > 10" -> "colour cast: chroma shift"."""
     return re.split(r"\s*(?:\(|[<>]|-?\d)", reason, maxsplit=1)[0].strip(" :") or reason
 
@@ -122,7 +122,7 @@ def _why(rows, state: str) -> list[str]:
     for i, s, why in rows:
         if s == state:
             for x in why:
-                c = _category(x)
+                c = reason_kind(x)
                 if not count[c] or count[c][-1] != i:
                     count[c].append(i)
                 first.setdefault(c, x)
