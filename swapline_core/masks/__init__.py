@@ -70,6 +70,9 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
         near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
         builtin.fit_views(near, pool, r, shot_of)
         builtin.apply(items, views, pool, opts, r, shot_of)
+    if opts.builtin_occlusion:
+        for it in items:
+            builtin.keep_wires(it, frames[it.i])
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
         if a is not None:

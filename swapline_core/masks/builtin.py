@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from . import chroma, temporal, texture
+from . import chroma, temporal, texture, wires
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
@@ -186,6 +186,19 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
             it.info.update(info)
             if info["mouth_open"]:
                 it.parts["mouth"] = keep
+
+
+def keep_wires(it, frame: np.ndarray) -> None:
+    """Thin lines over the eyes (wire frames, their bridge and temples: ``wires``) keep the target's
+    pixels exactly, on top of the occlusion part; judged on this frame's own pixels at full
+    resolution, where a one-pixel frame is still a line."""
+    x0, y0 = (int(v) for v in it.origin)
+    crop = frame[y0:y0 + it.shape[0], x0:x0 + it.shape[1]]
+    hard, info = wires.lines(crop, it.kps, it.lm)
+    it.info["wires"] = info.get("wire_px", 0)
+    if info.get("wire_px"):
+        part = wires.keep_part(hard)
+        it.parts["occlusion"] = np.minimum(it.parts["occlusion"], part) if "occlusion" in it.parts else part
 
 
 def _voted(view: SkinView, group: list[SkinView], mats: dict, shape, attr: str) -> tuple[np.ndarray, np.ndarray]:

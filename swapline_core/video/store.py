@@ -25,7 +25,8 @@ import numpy as np
 # 9: colours skin never has are occluders (masks/chroma.py); restore and refine leave the faces
 #    the swap refused.
 # 10: busy texture above the brows is an occluder (masks/texture.py: hats, headbands, hair).
-ALGORITHM_VERSION = 10
+# 11: thin lines around the eyes keep the target's pixels (masks/wires.py: wire glasses frames).
+ALGORITHM_VERSION = 11
 
 
 def stage_key(*parts) -> str:

@@ -71,3 +71,19 @@ def composite(frame, mask, colour, texture: float = 4.0, seed: int = 0):
     noise = rng.normal(0, texture, (int(mask.sum()), 3))
     out[mask] = np.clip(np.asarray(colour, np.float32) + noise, 0, 255).astype(np.uint8)
     return out
+
+
+def wire_frame(shape, lm, thickness: int = 1):
+    """Thin metal glasses: two elliptic rims around the eyes, a bridge and the temples toward the
+    ears, ``thickness`` px wide (drawn without anti-aliasing: every pixel is the frame's)."""
+    m = np.zeros(shape, np.uint8)
+    le, re = lm[36:42].mean(0), lm[42:48].mean(0)
+    iod = float(np.linalg.norm(re - le))
+    ang = float(np.degrees(np.arctan2(re[1] - le[1], re[0] - le[0])))
+    for e in (le, re):
+        cv2.ellipse(m, tuple(_pts(e)), (int(0.44 * iod), int(0.3 * iod)), ang, 0, 360, 1, thickness)
+    u = (re - le) / max(iod, 1e-6)
+    cv2.line(m, tuple(_pts(le + 0.44 * iod * u)), tuple(_pts(re - 0.44 * iod * u)), 1, thickness)
+    cv2.line(m, tuple(_pts(le - 0.44 * iod * u)), tuple(_pts([lm[0, 0], le[1]])), 1, thickness)
+    cv2.line(m, tuple(_pts(re + 0.44 * iod * u)), tuple(_pts([lm[16, 0], re[1]])), 1, thickness)
+    return m.astype(bool)
