@@ -1,4 +1,4 @@
-"""Entry point: ``python -m bench.run [--smoke] [--quick] [--skip-rss|speed|quality|tiled-vae|farm|generalization]``.
+"""Entry point: ``python -m bench.run [--smoke] [--quick] [--skip-SECTION ...] [--soak]``.
 
 Writes out/bench/results.json and out/bench/results.md (see bench/README.md). Results are
 rewritten after every step, so an interrupted run keeps what it measured (marked incomplete).
@@ -76,6 +76,9 @@ def parse(argv=None) -> argparse.Namespace:
                     help="skip the shipped job as a studio runs it (QA every frame, signed): 720p and the sample")
     ap.add_argument("--skip-generalization", action="store_true",
                     help="skip the development set x sources through the shipped workflow (bench/generalization)")
+    ap.add_argument("--soak", action="store_true",
+                    help="also run the soak: 220 mixed prompts on one server with sweeps, deletes, interrupts "
+                         "(bench/soak.py, ~15 min; docs/measurements/soak.md)")
     return ap.parse_args(argv)
 
 
@@ -244,6 +247,20 @@ def run_generalization(results: dict, save, smoke: bool) -> None:
     save()
 
 
+def run_soak(results: dict, save, smoke: bool) -> None:
+    """One server under a mixed queue with sweeps, deletes and interrupts (bench/soak.py, issue 32)."""
+    from . import soak
+
+    size = soak.SMOKE if smoke else {"images": 200, "videos": 20, "maint_every": soak.MAINT_EVERY}
+    try:
+        results["soak"] = soak.run(size["images"], size["videos"], WORK / "soak", log=log,
+                                   maint_every=size["maint_every"])
+        results["met"]["soak"] = all(results["soak"]["targets_met"].values())
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["soak"] = _error(exc)
+    save()
+
+
 def clip(plan: Plan, frames: int | None) -> Path:
     return SAMPLE_CLIP if frames is None else media.generated_clip(frames, log=log, size=plan.clip_size)
 
@@ -288,6 +305,8 @@ def main(argv=None) -> int:
         run_farm(results, save, plan.farm)
     if not args.skip_generalization:
         run_generalization(results, save, args.smoke)
+    if args.soak:
+        run_soak(results, save, args.smoke)
     results["complete"] = True
     save()
     shutil.rmtree(WORK, ignore_errors=True)
@@ -298,6 +317,12 @@ def main(argv=None) -> int:
         from . import generalization
 
         log(f"wrote {generalization.write_doc(results['generalization'])}")
+    if plan.docs and results.get("soak"):
+        from . import soak
+
+        path = measurements.DOCS / "soak.md"
+        path.write_text(soak.doc(results["soak"], results["machine"], results["run"]))
+        log(f"wrote {path}")
     print(report.summary(results), flush=True)
     return 1 if results["errors"] else 0
 

@@ -12,6 +12,8 @@
 #                    --skip-farm / --skip-generalization   (the development set: docs/measurements/generalization.md)
 #   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
 #   python -m bench.server_job [--doc]   the shipped job, QA every frame (docs/measurements/server_job.md)
+#   scripts/bench.sh --soak      adds the soak: 220 mixed prompts on one server with sweeps, deletes and
+#                                interrupts (python -m bench.soak [--smoke] [--doc]: docs/measurements/soak.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the test clips and swapline-farm (the farm section) come with the tests' setup; ComfyUI 0.33 is not needed
