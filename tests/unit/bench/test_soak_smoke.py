@@ -5,15 +5,14 @@ between. The same code path as the full section; here every case must come out a
 from __future__ import annotations
 
 from bench import soak
-from bench.paths import WORK
 
 EXPECTED = {"image/valid": "completed", "image/no_face_target": "completed", "image/missing_file": "refused",
             "image/no_face_source": "node_error", "video/valid": "completed", "video/missing_file": "refused",
             "video/corrupt_video": "node_error", "video/interrupt": "interrupted"}
 
 
-def test_soak_smoke_every_case_as_it_should():
-    res = soak.run(soak.SMOKE["images"], soak.SMOKE["videos"], WORK / "soak-smoke", log=lambda *a: None,
+def test_soak_smoke_every_case_as_it_should(tmp_path):
+    res = soak.run(soak.SMOKE["images"], soak.SMOKE["videos"], tmp_path / "soak", log=lambda *a: None,
                    maint_every=soak.SMOKE["maint_every"])
     assert res["failed"] == 0, res["failures"]
     assert res["frames_lost"] == 0
