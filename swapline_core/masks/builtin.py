@@ -44,6 +44,7 @@ class SkinView:
     lens: np.ndarray | None = None          # see-through lens interiors in map space (fit_views)
     ring: np.ndarray | None = None          # glasses frames around them in map space (fit_views)
     busy: np.ndarray | None = None          # texture.busy: pseudo skin distance of busy pixels above the brows
+    off: np.ndarray | None = None           # chroma.off_hue: pseudo skin distance of colours skin never has
 
 
 def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
@@ -68,6 +69,7 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sm = occ.skin_sample_mask(shape, lm, local)
     sat = np.ascontiguousarray(sat, np.float32)
     sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
+    sm[sm] = chroma.plausible(lab[sm])                  # goggles over the upper cheeks are not a skin tone
     return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
                     hue_samples=hue[sm & (sat >= 0.15)], busy=texture.busy(lab[..., 0], lm, local, size * s))
 
@@ -113,7 +115,8 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
             # lips either (skin_view zeroes their saturation).
             angle = chroma.skin_angle(x)
             if angle is not None:
-                np.maximum(v.d2, chroma.off_hue(v.lab, *angle, v.sat > 0), out=v.d2)
+                v.off = chroma.off_hue(v.lab, *angle, v.sat > 0)
+                np.maximum(v.d2, v.off, out=v.d2)
             # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
             eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
             v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
@@ -148,6 +151,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
         lm = None if it.lm is None else it.lm * s
         if opts.builtin_occlusion:
+            thr = (4.5 / max(opts.occlusion_sensitivity, 1e-3)) ** 2      # occ.occluder_mask's
             zones = occ.feature_zones(shape, lm, it.kps * s)
             skin_l = float(view.model.means[:, 0].max())
             own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
@@ -165,6 +169,12 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
                 # eye make-up below them into one blob reaching past the feature zones, and the
                 # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
                 cut |= occ.occluder_mask(_voted(view, group, mats, shape, "busy")[1], inside, zones,
+                                         opts.occlusion_sensitivity)
+            if view.off is not None and any(v.off is not None and v.off.max() > thr for v in group):
+                # A colour skin never has is an object, never light: judged again without the glare
+                # test, which took bright goggles with a brighter rim for a highlight fading in
+                # (their lightness rises in two steps) and swapped the source's eyes over them.
+                cut |= occ.occluder_mask(_voted(view, group, mats, shape, "off")[1], inside, zones,
                                          opts.occlusion_sensitivity)
             ring = None
             if view.ring is not None:       # glasses frames found by their shape are occluders as found

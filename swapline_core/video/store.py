@@ -26,7 +26,9 @@ import numpy as np
 #    the swap refused.
 # 10: busy texture above the brows is an occluder (masks/texture.py: hats, headbands, hair).
 # 11: thin lines around the eyes keep the target's pixels (masks/wires.py: wire glasses frames).
-ALGORITHM_VERSION = 11
+# 12: skin samples of a colour skin never has are not a skin tone, and off-hue blobs are not glare
+#     (goggles and visors over the eyes are kept).
+ALGORITHM_VERSION = 12
 
 
 def stage_key(*parts) -> str:

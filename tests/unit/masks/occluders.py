@@ -87,3 +87,21 @@ def wire_frame(shape, lm, thickness: int = 1):
     cv2.line(m, tuple(_pts(le - 0.44 * iod * u)), tuple(_pts([lm[0, 0], le[1]])), 1, thickness)
     cv2.line(m, tuple(_pts(re + 0.44 * iod * u)), tuple(_pts([lm[16, 0], re[1]])), 1, thickness)
     return m.astype(bool)
+
+
+def goggles(shape, lm, body=(150, 225, 245), rim=(240, 248, 252)):
+    """Ski goggles: a light, even band over both eyes and the nose bridge with a brighter rim
+    (its lightness rises from the skin in two steps). Returns (mask, colour image)."""
+    le, re = lm[36:42].mean(0), lm[42:48].mean(0)
+    iod = float(np.linalg.norm(re - le))
+    ang = float(np.degrees(np.arctan2(re[1] - le[1], re[0] - le[0])))
+    c = (le + re) / 2
+    box = np.rint(cv2.boxPoints(((float(c[0]), float(c[1])), (2.3 * iod, 0.75 * iod), ang))).astype(np.int32)
+    m = np.zeros(shape[:2], np.uint8)
+    cv2.fillConvexPoly(m, box, 1)
+    edge = np.zeros(shape[:2], np.uint8)
+    cv2.polylines(edge, [box], True, 1, max(2, int(0.06 * iod)))
+    colour = np.zeros((*shape[:2], 3), np.uint8)
+    colour[:] = body
+    colour[edge.astype(bool)] = rim
+    return (m | edge).astype(bool), colour

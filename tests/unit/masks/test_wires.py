@@ -7,6 +7,7 @@ development set). Judged as a ridge at full resolution, whatever its colour, the
 the eyes inside it are still swapped.
 """
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -15,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from ltx_swap import LTX, SOURCE  # noqa: E402
+from ltx_swap import LTX, swap_composited  # noqa: E402
 from occluders import composite, wire_frame  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -56,44 +57,21 @@ def test_ridge_sees_thin_lines_of_any_colour_not_edges():
 def ltx_wires(tmp_path_factory):
     """ltx frames 20-25 with a 1 px wire frame drawn over the eyes (gold, silver, black in turn),
     swapped by the classical swapper with the mask stack, with and without the wires rule."""
-    from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
-    from swapline_core.backends.classical import ClassicalSwapper
-    from swapline_core.faces import identity as face_model
-    from swapline_core.masks import MaskOptions
-    from swapline_core.swap.chunk import SwapOptions
-    from swapline_core.video import stages as pipeline
-    from swapline_core.video.frames import FrameSequence
+    def draw(k, f, lm):
+        m = wire_frame(f.shape[:2], lm)
+        return composite(f, m, list(COLOURS.values())[k % 3], texture=1.0), m
 
-    if not LTX.is_file():
-        pytest.fail(f"{LTX} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
-    tmp = tmp_path_factory.mktemp("wires")
-    analyzer = BuiltinAnalyzer()
-    clean = [f for _, ch in FrameSequence.open(str(LTX), start=20, count=6, chunk=6).iter_chunks() for f in ch]
-    found = [fs[:1] for fs in analyzer.detect(clean)]
-    assert all(found), "the ltx clip's frames 20-25 should each show a face"
-    analyzer.landmarks68(clean, found)
-    frames, masks = [], []
-    for k, (f, fs) in enumerate(zip(clean, found)):
-        m = wire_frame(f.shape[:2], fs[0].landmarks)
-        frames.append(composite(f, m, list(COLOURS.values())[k % 3], texture=1.0))
-        masks.append(m)
-    video = tmp / "wires.webp"
-    ims = [Image.fromarray(f) for f in frames]
-    ims[0].save(video, save_all=True, append_images=ims[1:], lossless=True, quality=100, duration=66, loop=0)
-    source = face_model.build_from_images(analyzer, [np.array(Image.open(SOURCE).convert("RGB"))])
-    seq = FrameSequence.open(str(video), count=6, chunk=6)
-    faces, _ = pipeline.track_faces(seq, analyzer, str(tmp / "store"), pipeline.Hooks(), mode="largest", max_faces=1)
-    out = {}
-    for name in ("stack", "without"):
+    @contextmanager
+    def without():
         keep = builtin.keep_wires
-        if name == "without":
-            builtin.keep_wires = lambda it, frame: None
+        builtin.keep_wires = lambda it, frame: None
         try:
-            res, _ = pipeline.swap_frames(seq, faces, source, ClassicalSwapper(), analyzer, str(tmp / name),
-                                          pipeline.Hooks(), SwapOptions(masks=MaskOptions()))
+            yield
         finally:
             builtin.keep_wires = keep
-        out[name] = [f for _, ch in res.iter_chunks() for f in ch]
+
+    tmp = tmp_path_factory.mktemp("wires")
+    frames, masks, found, out = swap_composited(tmp, draw, 20, 6, {"without": without})
     Image.fromarray(cv2.resize(np.concatenate([frames[3], out["without"][3], out["stack"][3]], 1), None, fx=2, fy=2)
                     ).save(tmp / "wires.png")
     return frames, masks, found, out
