@@ -317,6 +317,9 @@ def main(argv=None) -> int:
         from . import generalization
 
         log(f"wrote {generalization.write_doc(results['generalization'])}")
+        from .generalization.report import publish
+
+        log(f"wrote {publish(results['generalization'], Path(results['generalization']['strips']))}")
     if plan.docs and results.get("soak"):
         from . import soak
 

@@ -1,6 +1,7 @@
 """Before/after strips and docs/measurements/generalization.md of the generalization section."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import cv2
@@ -170,3 +171,44 @@ def write(g: dict, path: Path = DOC) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc(g))
     return path
+
+
+PUBLISH_CLIP = "api_happyhorse1_1_t2v-1"    # frontal, one face: every source's result is visible
+PUBLISHED = REPO / "docs" / "images" / "devset_strip.jpg"
+PUBLISH_W = 1000
+
+
+def publish(g: dict, strips: Path, page: Path = REPO / "README.md") -> Path:
+    """The README's development-set picture: ``PUBLISH_CLIP``'s strip of this run (input over every
+    source's delivered frames) as a JPEG, and its caption naming the run's commit and date."""
+    from PIL import Image
+
+    from devtools.captions import set_caption
+
+    src = Path(strips) / f"{PUBLISH_CLIP}.png"
+    if g.get("smoke") or not src.is_file():
+        raise ValueError(f"no full-run strip {src}: run python -m bench.generalization --doc first")
+    im = Image.open(src).convert("RGB")
+    im = im.resize((PUBLISH_W, round(im.height * PUBLISH_W / im.width)), Image.LANCZOS)
+    PUBLISHED.parent.mkdir(parents=True, exist_ok=True)
+    im.save(PUBLISHED, quality=85, optimize=True)
+    link = PUBLISHED.relative_to(REPO).as_posix()
+    text = page.read_text()
+    if f"]({link})" not in text:
+        # first publication: the picture goes under the page's first picture and its caption
+        first = re.search(r"!\[[^\]]*\]\([^)]*\)\n\n?_[^\n]*_\n", text)
+        if first is None:
+            raise ValueError(f"{page} has no picture with a caption to put {link} under")
+        block = (f"\n![A development-set clip the project was not tuned on: input, then the delivered frames with "
+                 f"each source photo]({link})\n\n_caption_\n")
+        page.write_text(text[:first.end()] + block + text[first.end():])
+    m, runs = g["machine"], g["runs"].get(PUBLISH_CLIP, {})
+    dirty = " with uncommitted changes" if m.get("git_dirty") else ""
+    yields = ", ".join(f"{s} {_f(r.get('yield'), 2)}" for s, r in runs.items())
+    set_caption(page, link,
+                f"A development-set clip the project was not tuned on ({PUBLISH_CLIP}, first "
+                f"{g['frames_per_clip']} frames): input, then what the shipped workflow delivered with each source "
+                f"photo (`python -m bench.generalization --doc`, commit {m.get('git_commit')}{dirty}, "
+                f"{g['run']['date']}; yield per source: {yields}). Every clip and source: "
+                "[docs/measurements/generalization.md](docs/measurements/generalization.md)")
+    return PUBLISHED
