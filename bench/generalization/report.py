@@ -210,5 +210,7 @@ def publish(g: dict, strips: Path, page: Path = REPO / "README.md") -> Path:
                 f"{g['frames_per_clip']} frames): input, then what the shipped workflow delivered with each source "
                 f"photo (`python -m bench.generalization --doc`, commit {m.get('git_commit')}{dirty}, "
                 f"{g['run']['date']}; yield per source: {yields}). Every clip and source: "
-                "[docs/measurements/generalization.md](docs/measurements/generalization.md)")
+                "[docs/measurements/generalization.md](docs/measurements/generalization.md); what the QA gate "
+                "does not see yet, such as a small source photo's soft face: "
+                "[docs/quality.md](docs/quality.md#what-the-built-in-swap-does)")
     return PUBLISHED
