@@ -251,7 +251,7 @@ def run_soak(results: dict, save, smoke: bool) -> None:
     """One server under a mixed queue with sweeps, deletes and interrupts (bench/soak.py, issue 32)."""
     from . import soak
 
-    size = soak.SMOKE if smoke else {"images": 200, "videos": 20, "maint_every": soak.MAINT_EVERY}
+    size = soak.SMOKE if smoke else soak.FULL
     try:
         results["soak"] = soak.run(size["images"], size["videos"], WORK / "soak", log=log,
                                    maint_every=size["maint_every"])

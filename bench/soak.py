@@ -28,7 +28,7 @@ import json
 import random
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,11 +60,19 @@ class Job:
     outcome: str | None = None     # completed | refused | node_error | interrupted | failed
     detail: str = ""
     interrupted: bool = False
-    events: list = field(default_factory=list)
 
 
 def _node(prompt: dict, cls: str) -> str:
     return next(k for k, v in prompt.items() if v["class_type"] == cls)
+
+
+def _images(prompt: dict) -> list[str]:
+    return [k for k, v in prompt.items() if v["class_type"] == "LoadImage"]
+
+
+def _is_source(node: dict) -> bool:
+    """The shipped workflows title their source photo's loader "Source ..."."""
+    return "Source" in node.get("_meta", {}).get("title", "")
 
 
 def plan(images: int, videos: int, seed: int = 0) -> list[Job]:
@@ -86,8 +94,9 @@ def plan(images: int, videos: int, seed: int = 0) -> list[Job]:
             if case == "missing_file":
                 tgt = f"soak_missing_{n}.png"
             src = "soak_noface_source.png" if case == "no_face_source" else "soak_source.png"
-            p["1"]["inputs"]["image"], p["2"]["inputs"]["image"] = tgt, src
-            p["9"]["inputs"]["filename_prefix"] = f"soak/img_{n}"
+            for k in _images(p):
+                p[k]["inputs"]["image"] = src if _is_source(p[k]) else tgt
+            p[_node(p, "SaveImage")]["inputs"]["filename_prefix"] = f"soak/img_{n}"
             jobs.append(Job(n, kind, case, p, target=tgt))
         else:
             p = json.loads(json.dumps(vid))
@@ -97,10 +106,8 @@ def plan(images: int, videos: int, seed: int = 0) -> list[Job]:
             p[loader]["inputs"].update(video=video, start=n % 40, count=VIDEO_FRAMES)
             for cls in ("SwaplineQAGate", "SwaplineC2PASink"):
                 p[_node(p, cls)]["inputs"]["filename_prefix"] = f"soak/vid_{n}"
-            images = [k for k, v in p.items() if v["class_type"] == "LoadImage"]
-            for k in images:
-                src = "Source" in p[k].get("_meta", {}).get("title", "")
-                p[k]["inputs"]["image"] = "soak_source.png" if src else "soak_reference.png"
+            for k in _images(p):
+                p[k]["inputs"]["image"] = "soak_source.png" if _is_source(p[k]) else "soak_reference.png"
             jobs.append(Job(n, kind, case, p))
     return jobs
 
@@ -136,8 +143,11 @@ def _quantile(xs: list[float], q: float) -> float | None:
 class Soak:
     """Runs the jobs on one server; ``server`` is a started devtools.comfy_harness.ComfyServer."""
 
-    def __init__(self, server, jobs: list[Job], log=print, maint_every: int = MAINT_EVERY):
-        self.server, self.jobs, self.log, self.maint_every = server, jobs, log, maint_every
+    def __init__(self, server, jobs: list[Job], maint_every: int = MAINT_EVERY):
+        from .rss import RssSampler
+
+        self.server, self.jobs, self.maint_every = server, jobs, maint_every
+        self.memory = RssSampler(server.proc.pid)      # its tree_rss only: no sampling thread
         self.by_pid: dict[str, Job] = {}
         self.maint = {"cache_reads": 0, "sweeps": 0, "deleted": 0, "refused_while_queued": 0, "errors": []}
         self.rss: list[float] = []
@@ -160,18 +170,9 @@ class Soak:
         job.ended = time.perf_counter()
         self.done += 1
         if queued:
-            self.rss.append(self._rss_mb())
+            self.rss.append(self.memory.tree_rss() / 2 ** 20)
         if self.done % self.maint_every == 0:
             self._maintenance()
-
-    def _rss_mb(self) -> float:
-        import psutil
-
-        try:
-            root = psutil.Process(self.server.proc.pid)
-            return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]) / 2 ** 20
-        except psutil.Error:
-            return float("nan")
 
     def _maintenance(self) -> None:
         import requests
@@ -307,7 +308,7 @@ def run(images: int, videos: int, work: Path, *, log=print, maint_every: int = M
     server.start()
     try:
         stage_inputs(server.base_dir / "input", jobs)
-        soak = Soak(server, jobs, log=log, maint_every=maint_every)
+        soak = Soak(server, jobs, maint_every=maint_every)
         soak.run()
         res = soak.summary()
     finally:
@@ -318,6 +319,7 @@ def run(images: int, videos: int, work: Path, *, log=print, maint_every: int = M
     return res
 
 
+FULL = {"images": 200, "videos": 20, "maint_every": MAINT_EVERY}
 SMOKE = {"images": 6, "videos": 4, "maint_every": 3}
 
 
@@ -368,7 +370,7 @@ def main(argv=None) -> int:
     if args.doc and args.smoke:
         ap.error("--doc records the full soak only")
     machine, run_stamp = machine_info(), measurements.stamp()
-    size = SMOKE if args.smoke else {"images": 200, "videos": 20, "maint_every": MAINT_EVERY}
+    size = SMOKE if args.smoke else FULL
     res = run(size["images"], size["videos"], WORK / "soak", maint_every=size["maint_every"])
     machine["load_average_at_end"] = load_average()
     OUT.mkdir(parents=True, exist_ok=True)

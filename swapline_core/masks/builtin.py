@@ -151,7 +151,7 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
         inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
         lm = None if it.lm is None else it.lm * s
         if opts.builtin_occlusion:
-            thr = (4.5 / max(opts.occlusion_sensitivity, 1e-3)) ** 2      # occ.occluder_mask's
+            thr = occ.threshold_d2(opts.occlusion_sensitivity)
             zones = occ.feature_zones(shape, lm, it.kps * s)
             skin_l = float(view.model.means[:, 0].max())
             own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)

@@ -249,12 +249,17 @@ class Light:
     voted: Callable[[int, int, int, int], np.ndarray] | None = None
 
 
+def threshold_d2(sensitivity: float = 1.0) -> float:
+    """The squared skin distance from which a pixel may be an occluder (4.5 sigma at sensitivity 1)."""
+    return (4.5 / max(sensitivity, 1e-3)) ** 2
+
+
 def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0,
                   light: Light | None = None) -> np.ndarray:
     """Hard occluder map (bool) inside ``inside`` (the face's paste area), from the squared
     skin distance ``d2`` (``SkinModel.distance2``). ``light`` lets ``_glare`` tell sunlit skin
     from a bright object."""
-    thresh = (4.5 / max(sensitivity, 1e-3)) ** 2
+    thresh = threshold_d2(sensitivity)
     d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 2.0)    # edges that do not crawl with noise
     cand = ((d2 > thresh) & inside).astype(np.uint8)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
