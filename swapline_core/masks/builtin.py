@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from . import chroma, temporal, texture, wires
+from . import beside, chroma, temporal, texture, wires
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
@@ -70,6 +70,8 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sat = np.ascontiguousarray(sat, np.float32)
     sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
     sm[sm] = chroma.plausible(lab[sm])                  # goggles over the upper cheeks are not a skin tone
+    if lm is not None:                                  # nor the background past a turned cheek
+        sm[sm] = beside.not_background(lab, sm, occ.skin_sample_mask(shape, lm, local, nose_only=True), lm)
     return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
                     hue_samples=hue[sm & (sat >= 0.15)], busy=texture.busy(lab[..., 0], lm, local, size * s))
 

@@ -136,12 +136,14 @@ def mouth_region(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
     return m.astype(bool)
 
 
-def skin_sample_mask(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
-    """Pixels that are skin on almost every face: the cheeks and the nose, away from edges."""
+def skin_sample_mask(shape, lm68: np.ndarray | None, kps: np.ndarray, nose_only: bool = False) -> np.ndarray:
+    """Pixels that are skin on almost every face: the cheeks and the nose, away from edges
+    (``nose_only``: the nose ridge's part, with 68 landmarks)."""
     m = np.zeros(shape, np.uint8)
     if lm68 is not None:
-        polys = [lm68[[41, 40, 31, 48, 4, 3, 2, 1]], lm68[[46, 47, 35, 54, 12, 13, 14, 15]],
-                 lm68[[28, 31, 33, 35]]]
+        polys = [lm68[[28, 31, 33, 35]]]
+        if not nose_only:
+            polys += [lm68[[41, 40, 31, 48, 4, 3, 2, 1]], lm68[[46, 47, 35, 54, 12, 13, 14, 15]]]
         for p in polys:
             c = p.mean(axis=0)
             cv2.fillPoly(m, [np.rint(c + 0.6 * (p - c)).astype(np.int32)], 1)

@@ -28,7 +28,8 @@ import numpy as np
 # 11: thin lines around the eyes keep the target's pixels (masks/wires.py: wire glasses frames).
 # 12: skin samples of a colour skin never has are not a skin tone, and off-hue blobs are not glare
 #     (goggles and visors over the eyes are kept).
-ALGORITHM_VERSION = 12
+# 13: skin samples that match the background beside the face are not a skin tone (masks/beside.py).
+ALGORITHM_VERSION = 13
 
 
 def stage_key(*parts) -> str:

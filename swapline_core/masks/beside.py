@@ -1,0 +1,67 @@
+"""Skin samples that are the background beside the face, not skin.
+
+Why: the skin samples are polygons on the cheeks placed by the 68 landmarks, and on a turned or
+small face the far cheek's jaw points land a few pixels past the silhouette. There the samples
+are whatever is behind the head; when that has a colour skin can have (foliage, a warm wall,
+wood), it becomes one of the model's skin tones, the background inside the paste area reads as
+skin, and the swap is painted over it past the cheek (issue 30's guitarist against a sunlit
+orchard: a tone of Lab (40, -2, 29) from the leaves).
+
+The test needs no colour rule: a sample is dropped when it matches what lies just beside the
+face (outside the landmark hull, at cheek height) closely and the nose ridge (the one place that
+is skin on any pose) not at all. Skin that resembles its background stays: it matches the nose
+as well. A shadowed cheek stays unless it matches the background nearly exactly and the lit
+nose not at all.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+MATCH = 3.0           # delta E within which a sample "is" a pixel beside the face
+FOREIGN = 8.0         # delta E from every nose pixel from which a sample is foreign to this skin
+RATIO = 3.0           # ... and at least this many times its distance to the background
+BAND = (0.06, 0.25)   # the band beside the face: from / to this share of the face size past the hull
+MIN_REFERENCE = 10    # pixels each reference needs, else nothing is dropped
+MIN_KEPT = 0.5        # never drop more than half of the samples (an unusual face, not a background)
+
+
+def band(shape, lm68: np.ndarray) -> np.ndarray:
+    """Pixels beside the face at cheek height: outside the landmark hull grown by BAND[0] of the
+    face size, inside it grown by BAND[1], between the lower eyelids and the chin's top."""
+    size = float(np.ptp(lm68, axis=0).max())
+    hull = np.zeros(shape, np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(lm68).astype(np.int32)), 1)
+    near, far = (max(1, round(f * size)) for f in BAND)
+    inner = cv2.dilate(hull, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * near + 1, 2 * near + 1)))
+    outer = cv2.dilate(hull, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * far + 1, 2 * far + 1)))
+    out = (outer > 0) & (inner == 0)
+    top = int(np.floor(lm68[36:48, 1].max()))
+    bottom = int(np.ceil(lm68[48:60, 1].max()))
+    rows = np.zeros(shape[0], bool)
+    rows[max(0, top):max(0, bottom)] = True
+    return out & rows[:, None]
+
+
+def _nearest(x: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Delta E from each row of ``x`` (N, 3) to its nearest row of ``ref`` (M, 3)."""
+    d2 = (x * x).sum(1)[:, None] - 2.0 * x @ ref.T + (ref * ref).sum(1)[None, :]
+    return np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+
+
+def not_background(lab: np.ndarray, samples: np.ndarray, nose: np.ndarray, lm68: np.ndarray) -> np.ndarray:
+    """Which of the skin sample pixels (bool map ``samples``) to keep: (N,) bool in
+    ``lab[samples]`` order. ``nose``: the nose-ridge sample pixels (bool map)."""
+    x = lab[samples].astype(np.float64)
+    keep = np.ones(len(x), bool)
+    bg = lab[band(lab.shape[:2], lm68)].astype(np.float64)
+    ref = lab[nose & samples].astype(np.float64)
+    if len(x) == 0 or len(bg) < MIN_REFERENCE or len(ref) < MIN_REFERENCE:
+        return keep
+    if len(bg) > 4000:              # deterministic thinning: a nearest match needs no more
+        bg = bg[np.linspace(0, len(bg) - 1, 4000).astype(np.int64)]
+    d_bg, d_nose = _nearest(x, bg), _nearest(x, ref)
+    drop = (d_bg <= MATCH) & (d_nose >= np.maximum(FOREIGN, RATIO * d_bg))
+    if drop.mean() > 1.0 - MIN_KEPT:
+        return keep
+    return ~drop
