@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+from scipy.spatial import cKDTree
 
 # Per-pixel delta E above which a pixel counts as changed. Outside the pasted patches the swap
 # layer reproduces the target exactly, so this only has to clear resampling noise inside them.
@@ -121,19 +122,24 @@ def skin_colours(target_lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """The reference skin's colours: centres of the Lab bins that hold enough reference pixels.
     Deterministic (no clustering with random starts): a resumed QA run must measure the same."""
     px = target_lab[ref]
-    q = np.floor(px / REF_BIN).astype(np.int32)
-    bins, counts = np.unique(q, axis=0, return_counts=True)
-    keep = bins[counts >= max(2, REF_MIN_SHARE * len(px))]
+    q = np.floor(px / REF_BIN).astype(np.int64)
+    # One integer per bin (each channel's bin index offset into 0..127, 7 bits apiece): a 1-D
+    # unique is ~10x faster than np.unique(axis=0) and sorts the bins in the same order.
+    key = ((q[:, 0] + 64) << 14) | ((q[:, 1] + 64) << 7) | (q[:, 2] + 64)
+    keys, counts = np.unique(key, return_counts=True)
+    keys = keys[counts >= max(2, REF_MIN_SHARE * len(px))]
+    keep = np.stack([(keys >> 14) - 64, ((keys >> 7) & 127) - 64, (keys & 127) - 64], axis=1)
     return (keep.astype(np.float32) + 0.5) * REF_BIN
 
 
 def _skin_distance(px: np.ndarray, colours: np.ndarray) -> np.ndarray:
-    """Delta E of each pixel to the nearest reference skin colour (in blocks: bounded memory)."""
-    dist = np.full(len(px), np.inf, np.float32)
-    for i in range(0, len(colours), 64):
-        d = np.linalg.norm(px[:, None, :] - colours[None, i:i + 64], axis=-1).min(axis=1)
-        dist = np.minimum(dist, d)
-    return dist
+    """Delta E of each pixel to the nearest reference skin colour. A k-d tree over the colours:
+    comparing every pixel with every colour built (N, 64, 3) blocks, ~150 MB and a quarter of a
+    second per 400 px face."""
+    if len(colours) == 0:
+        return np.full(len(px), np.inf, np.float32)
+    d, _ = cKDTree(np.asarray(colours, np.float64)).query(np.asarray(px, np.float64), k=1)
+    return d.astype(np.float32)
 
 
 def reference_colours(target_lab: np.ndarray, regions: dict) -> np.ndarray:
@@ -144,18 +150,22 @@ def reference_colours(target_lab: np.ndarray, regions: dict) -> np.ndarray:
     return skin_colours(target_lab, ref)
 
 
-def estimate_occluder(target_lab: np.ndarray, regions: dict, skin_de: float = SKIN_DE) -> np.ndarray:
+def estimate_occluder(target_lab: np.ndarray, regions: dict, skin_de: float = SKIN_DE,
+                      colours: np.ndarray | None = None) -> np.ndarray:
     """Pixels inside the target's face hull, outside eyes/brows/lips, far from every colour of
     the target's reference skin (:data:`SKIN_REFERENCE`).
 
     The gate's own estimate, independent of the mask stack (QA must not trust the stage it
     checks): lenses, frames, hair read as far from skin, lit or shaded; the face's own features
     are excluded because a swap is meant to change them. A skin-coloured hand is not seen.
+    ``colours``: :func:`reference_colours`, where the caller has them already.
     """
     cand = regions["hull"] & ~regions["features"]
     if cand.sum() < 16:
         return np.zeros_like(cand)
-    dist = _skin_distance(target_lab[cand], reference_colours(target_lab, regions))
+    if colours is None:
+        colours = reference_colours(target_lab, regions)
+    dist = _skin_distance(target_lab[cand], colours)
     occ = np.zeros(cand.shape, np.uint8)
     occ[cand] = dist > skin_de
     # Opening removes speckle (pores, specular dots) that is not an object in front of the face.
@@ -219,12 +229,13 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
     out: dict = {"changed": float(changed[hull].mean()) if hull.any() else 0.0,
                  "offface": float((changed & ~reg["grown"]).sum() / n_hull)}
 
+    colours = reference_colours(lo, reg)
     if occluder is not None:
         occ = np.asarray(occluder)[y0:y1, x0:x1] > 0.5
         occ &= hull
         source = "mask"
     else:
-        occ = estimate_occluder(lo, reg)
+        occ = estimate_occluder(lo, reg, colours=colours)
         source = "estimate"
     out["occluder_share"] = float(occ.sum() / n_hull)
     out["occluder_source"] = source
@@ -240,7 +251,6 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
         # background, hair or a mis-pasted patch is).
         # Measured on the face's skin and on the forehead's (the target's skin-coloured pixels
         # above the brows), where a paste's edge often lands.
-        colours = reference_colours(lo, reg)
         fh = reg["forehead"]
         fh_skin = np.zeros_like(fh)
         if fh.any() and len(colours):
