@@ -28,7 +28,7 @@ MIN_KEPT = 0.5        # never drop more than half of the samples (an unusual fac
 
 def band(shape, lm68: np.ndarray) -> np.ndarray:
     """Pixels beside the face at cheek height: outside the landmark hull grown by BAND[0] of the
-    face size, inside it grown by BAND[1], between the lower eyelids and the chin's top."""
+    face size, inside it grown by BAND[1], between the lowest eyelid point and the lowest lip point."""
     size = float(np.ptp(lm68, axis=0).max())
     hull = np.zeros(shape, np.uint8)
     cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(lm68).astype(np.int32)), 1)
