@@ -83,6 +83,7 @@ def outcome_shares(ps: list[dict]) -> dict:
     by = Counter(p["outcome"] for p in el)
     refused = Counter(w for p in el if p["outcome"] == "refused" for w in p["why"])
     failed = Counter(w for p in el if p["outcome"] == "qa_failed" for w in p["why"])
+    bridged = Counter(w for p in el if p["outcome"] == "bridged" for w in p["why"])
 
     def share(v):
         return round(v / n, 4) if n else None
@@ -94,7 +95,9 @@ def outcome_shares(ps: list[dict]) -> dict:
             "reverted_other_face": share(by["reverted"]), "bridged": share(by["bridged"]),
             # a pair fails for every reason it has: these shares may add up to more than qa_failed
             "refused_by_reason": {k: share(v) for k, v in refused.most_common()},
-            "qa_failed_by_reason": {k: share(v) for k, v in failed.most_common()}}
+            "qa_failed_by_reason": {k: share(v) for k, v in failed.most_common()},
+            # what the bridged pairs failed on: a shot kept swapped over them, so the viewer sees these
+            "bridged_by_reason": {k: share(v) for k, v in bridged.most_common()}}
 
 
 def identity_switches(ps: list[dict], cuts: list[int]) -> int:

@@ -84,7 +84,8 @@ def _cells(clip: str, src: str, r: dict) -> list[str]:
     d = r.get("identity_distances")
     return [clip, src, f"{r['tracked_pairs']} ({r['eligible_pairs']})", _f(r["yield"]), _f(r["refused"]),
             _reasons(r["refused_by_reason"]), _f(r["qa_failed"]), _reasons(r["qa_failed_by_reason"]),
-            _f(r.get("bridged")), _f(r.get("reverted_other_face")), str(r["identity_switches"]),
+            _f(r.get("bridged")) + (f" ({_reasons(r['bridged_by_reason'])})" if r.get("bridged_by_reason") else ""),
+            _f(r.get("reverted_other_face")), str(r["identity_switches"]),
             _f(r["mouth_open_corr"]) + ("" if r.get("mouth_moves") else " (static mouth)"),
             f"{r['off_face_frames']}" + (f" ({r['off_face_unjudged']} not judged)" if r["off_face_unjudged"] else ""),
             _f(r["toward_source"]), _f(r["moved_to_source"]),
@@ -135,7 +136,8 @@ METHOD = (
     "tall and |yaw| <= 45 deg (the pipeline's head pose on the tracked five points). A pair is *refused* when the "
     "swap stage refused it (reason: the refusal's category), *QA-failed* when the gate failed it (its reasons without "
     "their numbers; a pair may have several) and its frame was reverted, *bridged* when it failed the gate just past a "
-    "limit but its shot segment stayed swapped (delivered; the QA policy decides per shot, docs/qa.md), and *kept "
+    "limit but its shot segment stayed swapped (delivered; the QA policy decides per shot, docs/qa.md; the reasons "
+    "it failed on follow its share), and *kept "
     "original (segment)* when it passed but its frame was reverted with its shot segment (or another face's).\n"
     "- `identity_switches`: frames where a track's delivered state (swapped / original) differs from the track's "
     "previous frame inside one shot (between the tracker's cuts), all tracked pairs.\n"

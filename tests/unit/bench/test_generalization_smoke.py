@@ -18,7 +18,7 @@ from bench import generalization
 from bench.generalization import metrics, report
 
 ROW_KEYS = {"tracked_pairs", "eligible_pairs", "yield", "refused", "qa_failed", "refused_by_reason",
-            "qa_failed_by_reason", "identity_switches", "off_face_frames", "mouth_open_corr",
+            "qa_failed_by_reason", "bridged_by_reason", "identity_switches", "off_face_frames", "mouth_open_corr",
             "toward_source", "moved_to_source", "identity_distances", "qa_decision", "seconds"}
 FINITE = ("yield", "refused", "qa_failed", "identity_switches", "off_face_frames", "mouth_open_corr",
           "toward_source", "moved_to_source")
@@ -115,3 +115,9 @@ def test_outcome_shares_over_eligible_pairs():
     assert (s["yield"], s["refused"], s["qa_failed"]) == (0.5, 0.25, 0.25)
     assert s["qa_failed_by_reason"] == {"seam": 0.25, "bleed": 0.25}
     assert s["refused_by_reason"] == {"head turned": 0.25} and s["ineligible"]["small"] == 1
+    assert s["bridged_by_reason"] == {}
+    # bridged pairs are delivered with their shot: what they failed on is reported on its own
+    s = metrics.outcome_shares(ps + [_p(5, "bridged", why=["mouth"]), _p(6, "bridged", why=["mouth", "seam"])])
+    assert s["bridged"] == round(2 / 6, 4) and s["bridged_by_reason"] == {"mouth": round(2 / 6, 4),
+                                                                          "seam": round(1 / 6, 4)}
+    assert s["qa_failed_by_reason"] == {"seam": round(1 / 6, 4), "bleed": round(1 / 6, 4)}
