@@ -83,12 +83,27 @@ def lab(img: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
 
 
+def dilate_disc(mask: np.ndarray, grow: int) -> np.ndarray:
+    """``mask`` (uint8) dilated by an elliptic element of radius ``grow``, computed only on the box
+    the result can reach (the set pixels' box grown by ``grow``): a feature's disc is a few percent
+    of the crop, and dilating the whole crop per feature was a third of the pixel metrics' time.
+    The same pixels as ``cv2.dilate`` on the whole mask."""
+    out = np.zeros_like(mask)
+    x, y, w, h = cv2.boundingRect(mask)
+    if w == 0 or grow <= 0:
+        return mask.copy() if grow <= 0 else out
+    y0, x0 = max(0, y - grow), max(0, x - grow)
+    y1, x1 = min(mask.shape[0], y + h + grow), min(mask.shape[1], x + w + grow)
+    k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
+    out[y0:y1, x0:x1] = cv2.dilate(mask[y0:y1, x0:x1], k)
+    return out
+
+
 def _poly(mask: np.ndarray, pts: np.ndarray, grow: int) -> None:
     hull = cv2.convexHull(np.round(pts).astype(np.int32))
     cv2.fillConvexPoly(mask, hull, 1)
     if grow > 0:
-        k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
-        mask[:] = cv2.dilate(mask, k)
+        mask[:] = dilate_disc(mask, grow)
 
 
 def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndarray]:
@@ -97,8 +112,7 @@ def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndar
     hull = np.zeros((h, w), np.uint8)
     cv2.fillConvexPoly(hull, cv2.convexHull(np.round(lm).astype(np.int32)), 1)
     size = float(np.sqrt(max(hull.sum(), 1)))
-    grown = cv2.dilate(hull, cv2.getStructuringElement(
-        cv2.MORPH_ELLIPSE, (2 * int(FACE_MARGIN * size) + 1,) * 2))
+    grown = dilate_disc(hull, int(FACE_MARGIN * size))
     feats = np.zeros((h, w), np.uint8)
     g = max(1, round(FEATURE_MARGIN * size))
     for idx in (*_EYES, *_BROWS, _LIPS):

@@ -1,5 +1,6 @@
 """The gate's reference skin colours and its occluder estimate, computed the fast way (1-D bin
-keys, a k-d tree), equal the plain definitions: every pixel against every bin of the reference."""
+keys, a k-d tree), equal the plain definitions: every pixel against every bin of the reference; so do
+the local dilations and the mouth profile read from its patch alone."""
 import sys
 from pathlib import Path
 
@@ -44,3 +45,45 @@ def test_skin_colours_and_occluder_match_the_plain_definitions():
         want[cand] = d > mi.SKIN_DE
         want = cv2.morphologyEx(want, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8)).astype(bool)
         assert want.any() and np.array_equal(occ, want)
+
+
+def test_local_dilation_matches_dilating_the_whole_mask():
+    rng = np.random.default_rng(7)
+    for grow in (0, 1, 4, 17):
+        for _ in range(20):
+            m = np.zeros((120, 90), np.uint8)
+            x, y = (int(v) for v in rng.integers(-10, 100, 2))        # blobs at and past the edges too
+            cv2.ellipse(m, (x, y), tuple(int(v) for v in rng.integers(1, 25, 2)), float(rng.uniform(0, 180)),
+                        0, 360, 1, -1)
+            k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
+            assert np.array_equal(mi.dilate_disc(m, grow), cv2.dilate(m, k))
+    assert not mi.dilate_disc(np.zeros((9, 9), np.uint8), 3).any()
+
+
+def test_mouth_profile_reads_only_its_patch():
+    """The profile from the patch's box equals the one from the whole frame, at the frame's edges
+    and past them too (BORDER_REPLICATE repeats the edge pixels either way)."""
+    from swapline_core.qa import metrics_expression as me
+
+    rng = np.random.default_rng(11)
+    frame = cv2.GaussianBlur(rng.integers(0, 256, (180, 320, 3), dtype=np.uint8), (5, 5), 0)
+    t = np.linspace(0, 2 * np.pi, 68, endpoint=False)
+    base = np.stack([60 + 40 * np.cos(t), 70 + 45 * np.sin(t)], 1).astype(np.float32)
+    base[36:42] = (45, 55)
+    base[42:48] = (75, 57)               # eyes slightly tilted: the patch is rotated
+    for shift in ((0, 0), (100.37, 20.5), (-58.2, 0), (250, 95.7), (-500, 0), (0, 400)):
+        lm = base + np.float32(shift)
+        value = frame.max(axis=2).astype(np.float32)                  # the whole frame, as defined
+        eye_l, eye_r = lm[36:42].mean(0).astype(np.float64), lm[42:48].mean(0).astype(np.float64)
+        iod = float(np.linalg.norm(eye_r - eye_l))
+        ux = (eye_r - eye_l) / iod
+        uy = np.array([-ux[1], ux[0]])
+        centre = lm[48:68].mean(0) + uy * me.PROFILE_DOWN * iod
+        sx, sy = me.PROFILE_WIDTH * iod / me.PROFILE_COLS, me.PROFILE_HEIGHT * iod / me.PROFILE_ROWS
+        a = np.array([[ux[0] * sx, uy[0] * sy, 0.0], [ux[1] * sx, uy[1] * sy, 0.0]])
+        a[:, 2] = centre - a[:, :2] @ np.array([me.PROFILE_COLS / 2, me.PROFILE_ROWS / 2])
+        patch = cv2.warpAffine(value, a, (me.PROFILE_COLS, me.PROFILE_ROWS),
+                               flags=cv2.INTER_AREA | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
+        patch = (patch - patch.mean()) / max(float(patch.std()), 1e-3)
+        want = [round(float(v), 3) for v in patch[:, me.PROFILE_COLS // 4: 3 * me.PROFILE_COLS // 4].mean(axis=1)]
+        assert me.mouth_profile(frame, lm) == want, shift
