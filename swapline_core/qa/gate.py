@@ -416,8 +416,13 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     if 0 < first < seq_swapped.n_chunks:     # flicker of the first new frame needs the frame before it
         prev = (seq_original.read_chunk(first - 1)[-1], seq_swapped.read_chunk(first - 1)[-1])
     t_dec = time.perf_counter()
-    todo = (zip(seq_original.iter_chunks(first), seq_swapped.iter_chunks(first))
-            if first < seq_swapped.n_chunks else ())
+    if first >= seq_swapped.n_chunks:
+        todo = iter(())
+    elif seq_original.key == seq_swapped.original().key:
+        # the usual case (the original is the swapped sequence without its layers): one decode
+        todo = (((c, orig), (c, swp)) for c, orig, swp in seq_swapped.iter_chunk_pairs(first))
+    else:
+        todo = zip(seq_original.iter_chunks(first), seq_swapped.iter_chunks(first))
     for (c, orig), (c2, swp) in todo:
         seconds["decode"] += time.perf_counter() - t_dec
         if hooks is not None:

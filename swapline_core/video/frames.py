@@ -105,6 +105,20 @@ class FrameSequence:
         """Every stage applied so far, in order (provenance states these)."""
         return [r for layer in self.layers for r in layer.stage_records()]
 
+    def iter_chunk_pairs(self, first_chunk: int = 0) -> Iterator[tuple[int, list[np.ndarray], list[np.ndarray]]]:
+        """(chunk number, frames before any layer, frames with every layer applied) from one
+        decode of the source: what QA compares, which otherwise decoded the clip twice."""
+        start = self.start + first_chunk * self.chunk * self.stride
+        count = self.count - first_chunk * self.chunk
+        stores = [layer.store() for layer in self.layers]
+        for c, batch in enumerate(video_read.iter_chunks(self.path, start, count, self.stride, self.chunk),
+                                  start=first_chunk):
+            originals = [f for _, f in batch]
+            frames = originals
+            for store in stores:          # apply_layer_chunk copies a frame before changing it
+                frames = apply_layer_chunk(frames, store.load(c))
+            yield c, originals, frames
+
     def iter_chunks(self, first_chunk: int = 0, ahead: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
         """(chunk number, frames with every layer applied), decoding the source once. ``ahead``:
         source frames past each chunk decoded before it is handed out, which ``read_frames``

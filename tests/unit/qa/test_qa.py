@@ -300,6 +300,12 @@ class Spy:
                 self.live.add(f)
             yield c, frames
 
+    def iter_chunk_pairs(self, first_chunk=0):      # both views from one decode (run_qa)
+        for c, originals, frames in self.seq.iter_chunk_pairs(first_chunk):
+            for f in (*originals, *frames):
+                self.live.add(f)
+            yield c, originals, frames
+
 
 def test_run_qa_streams_chunk_by_chunk(tracked, source, analyzer, store, classical_report):
     _, faces = tracked

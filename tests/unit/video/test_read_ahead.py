@@ -77,3 +77,33 @@ def test_sequence_read_ahead_serves_post_roll(tmp_path):
                 f[:] = 0                                   # a copy: the next chunk is not touched
     assert not F._AHEAD
     assert len(got) == len(plain) and all(np.array_equal(a, b) for a, b in zip(got, plain))
+
+
+def test_chunk_pairs_decode_once_and_match_both_views(tmp_path, monkeypatch):
+    """FrameSequence.iter_chunk_pairs (QA's original and swapped views): the frames of
+    ``original().iter_chunks()`` and ``iter_chunks()`` from one decode, from any first chunk; the
+    original frames are not changed by the layers (two stacked here, as after swap + restore)."""
+    from swapline_core.video import stages
+
+    clip = make_video(tmp_path / "c.mp4", n=11)
+    seq = FrameSequence.open(str(clip), 0, 11, 1, 4)
+    plain = [f for _, ch in seq.iter_chunks() for f in ch]
+    layered = seq
+    for value in (255, 7):
+        edited = [f.copy() for f in plain]
+        for i in range(0, 11, 3):
+            edited[i][10:30, 20:50] = value
+        layered = stages.overlay_images(layered, edited, str(tmp_path / "store"), stages.Hooks())
+    want = [f for _, ch in layered.iter_chunks() for f in ch]
+    assert any(not np.array_equal(a, b) for a, b in zip(want, plain))
+    decodes = []
+    real = F.video_read.iter_chunks
+    monkeypatch.setattr(F.video_read, "iter_chunks", lambda *a, **k: decodes.append(a) or real(*a, **k))
+    for first in (0, 1, 2):
+        got = list(layered.iter_chunk_pairs(first))
+        assert [c for c, _, _ in got] == list(range(first, 3))
+        orig = [f for _, o, _ in got for f in o]
+        new = [f for _, _, s in got for f in s]
+        assert all(np.array_equal(a, b) for a, b in zip(orig, plain[4 * first:]))
+        assert all(np.array_equal(a, b) for a, b in zip(new, want[4 * first:]))
+    assert len(decodes) == 3          # one decode per call, not one per view
