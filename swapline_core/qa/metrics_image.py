@@ -86,7 +86,7 @@ def lab(img: np.ndarray) -> np.ndarray:
 def dilate_disc(mask: np.ndarray, grow: int) -> np.ndarray:
     """``mask`` (uint8) dilated by an elliptic element of radius ``grow``, computed only on the box
     the result can reach (the set pixels' box grown by ``grow``): a feature's disc is a few percent
-    of the crop, and dilating the whole crop per feature was a third of the pixel metrics' time.
+    of the crop, and dilating the whole crop per feature took about a quarter of image_metrics' time.
     The same pixels as ``cv2.dilate`` on the whole mask."""
     out = np.zeros_like(mask)
     x, y, w, h = cv2.boundingRect(mask)
