@@ -367,6 +367,16 @@ def evaluate_frames(analyzer, originals: Sequence[np.ndarray], swapped: Sequence
     return acc.report(th, skipped=skipped, safety_model=safety.describe() if safety is not None else None)
 
 
+def _chunk_pairs(seq_original, seq_swapped, first: int):
+    """((c, original frames), (c, swapped frames)) from chunk ``first`` on."""
+    if first >= seq_swapped.n_chunks:
+        return iter(())
+    if seq_original.key == seq_swapped.original().key:
+        # the usual case (the original is the swapped sequence without its layers): one decode
+        return (((c, orig), (c, swp)) for c, orig, swp in seq_swapped.iter_chunk_pairs(first))
+    return zip(seq_original.iter_chunks(first), seq_swapped.iter_chunks(first))
+
+
 @observe_qa
 def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, analyzer,
            thresholds: QAThresholds | None = None, hooks=None, sample_every: int = 1,
@@ -416,14 +426,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     if 0 < first < seq_swapped.n_chunks:     # flicker of the first new frame needs the frame before it
         prev = (seq_original.read_chunk(first - 1)[-1], seq_swapped.read_chunk(first - 1)[-1])
     t_dec = time.perf_counter()
-    if first >= seq_swapped.n_chunks:
-        todo = iter(())
-    elif seq_original.key == seq_swapped.original().key:
-        # the usual case (the original is the swapped sequence without its layers): one decode
-        todo = (((c, orig), (c, swp)) for c, orig, swp in seq_swapped.iter_chunk_pairs(first))
-    else:
-        todo = zip(seq_original.iter_chunks(first), seq_swapped.iter_chunks(first))
-    for (c, orig), (c2, swp) in todo:
+    for (c, orig), (c2, swp) in _chunk_pairs(seq_original, seq_swapped, first):
         seconds["decode"] += time.perf_counter() - t_dec
         if hooks is not None:
             hooks.check_interrupt()
