@@ -105,25 +105,13 @@ class FrameSequence:
         """Every stage applied so far, in order (provenance states these)."""
         return [r for layer in self.layers for r in layer.stage_records()]
 
-    def iter_chunk_pairs(self, first_chunk: int = 0) -> Iterator[tuple[int, list[np.ndarray], list[np.ndarray]]]:
-        """(chunk number, frames before any layer, frames with every layer applied) from one
-        decode of the source: what QA compares, which otherwise decoded the clip twice."""
-        start = self.start + first_chunk * self.chunk * self.stride
-        count = self.count - first_chunk * self.chunk
-        stores = [layer.store() for layer in self.layers]
-        for c, batch in enumerate(video_read.iter_chunks(self.path, start, count, self.stride, self.chunk),
-                                  start=first_chunk):
-            originals = [f for _, f in batch]
-            frames = originals
-            for store in stores:          # apply_layer_chunk copies a frame before changing it
-                frames = apply_layer_chunk(frames, store.load(c))
-            yield c, originals, frames
-
-    def iter_chunks(self, first_chunk: int = 0, ahead: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
-        """(chunk number, frames with every layer applied), decoding the source once. ``ahead``:
-        source frames past each chunk decoded before it is handed out, which ``read_frames``
-        serves while that chunk is processed (a per-chunk stage's post-roll) and the next chunk
-        then uses: each frame is decoded once instead of twice."""
+    def iter_chunk_pairs(self, first_chunk: int = 0, ahead: int = 0
+                         ) -> Iterator[tuple[int, list[np.ndarray], list[np.ndarray]]]:
+        """(chunk number, frames before any layer, frames with every layer applied), decoding the
+        source once (QA compares both views). ``ahead``: source frames past each chunk decoded
+        before it is handed out, which ``read_frames`` serves while that chunk is processed (a
+        per-chunk stage's post-roll) and the next chunk then uses: each frame is decoded once
+        instead of twice."""
         start = self.start + first_chunk * self.chunk * self.stride
         count = self.count - first_chunk * self.chunk
         stores = [layer.store() for layer in self.layers]
@@ -133,9 +121,15 @@ class FrameSequence:
         else:
             batches = video_read.iter_chunks(self.path, start, count, self.stride, self.chunk)
         for c, batch in enumerate(batches, start=first_chunk):
-            frames = [f for _, f in batch]
-            for store in stores:
+            originals = frames = [f for _, f in batch]
+            for store in stores:          # apply_layer_chunk copies a frame before changing it
                 frames = apply_layer_chunk(frames, store.load(c))
+            yield c, originals, frames
+
+    def iter_chunks(self, first_chunk: int = 0, ahead: int = 0) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(chunk number, frames with every layer applied): :meth:`iter_chunk_pairs` without the
+        frames before the layers."""
+        for c, _, frames in self.iter_chunk_pairs(first_chunk, ahead):
             yield c, frames
 
     def read_chunk(self, c: int) -> list[np.ndarray]:
