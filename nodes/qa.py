@@ -55,7 +55,8 @@ class QAGate(io.ComfyNode):
                 io.Combo.Input("policy", options=list(POLICIES), default=core_qa.DEFAULT_POLICY,
                                tooltip="Failing frames. keep original (default): decided per shot, for each face "
                                        "between two cuts: a shot whose swap fails is given back its original frames "
-                                       "as a whole, a failure just past a limit inside a good shot is bridged, so a "
+                                       "as a whole, a failure just past a limit (or a lone frame's landmark or embedding reading "
+                                       "under 2x its limit) inside a good shot is bridged, so a "
                                        "face never flips identity inside a shot; the report lists the segments. "
                                        "keep original per frame: put the original back on every failing frame. "
                                        "flag only: ship the swap and list the failures. fail job: stop the job."),

@@ -9,7 +9,7 @@ TH = decide.QAThresholds()
 
 def face(track=0, changed=0.5, **m):
     base = {"track_id": track, "changed": changed, "redetected": True, "identity": 0.95, "leakage": 0.5,
-            "landmark_drift": 0.05, "flicker_ratio": 1.0}
+            "landmark_drift": 0.05, "flicker_ratio": 1.0, "mouth_delta": 0.01, "seam_ratio": 1.0}
     return {**base, **m}
 
 
@@ -107,5 +107,36 @@ def test_the_bridge_band_is_relative_to_each_limit():
     outside = 1 - (1 - 0.8) * 1.3                           # load 1.3: not
     for ident, reverted in ((inside, set()), (outside, set(range(4)))):
         rows = [[face()] for _ in range(4)]
-        rows[1] = [face(identity=ident)]
+        rows[1] = rows[2] = [face(identity=ident)]          # two frames: not a lone fit spike
         assert keep(report(rows, th=th)) == reverted, ident
+
+
+def test_a_lone_fit_spike_in_a_long_shot_is_bridged_a_lasting_one_is_not():
+    # 1.6x past the mouth limit: beyond the bridging band, under SPIKE_LOAD
+    mouth = TH.max_mouth_delta * 1.6
+    rows = [[face()] for _ in range(300)]
+    rows[220] = [face(mouth_delta=mouth)]
+    rep = report(rows)
+    assert keep(rep) == set()
+    (seg,) = rep["segments"]
+    assert seg["decision"] == "swapped" and seg["bridged_frames"] == [220]
+    rows[221] = [face(mouth_delta=mouth)]                   # two frames in a row: a real mismatch
+    assert keep(report(rows)) == set(range(300))
+
+
+def test_what_a_lone_spike_allowance_does_not_cover():
+    seam = {"seam_ratio": TH.max_seam_ratio * 1.6}           # a pixel metric: what the viewer sees
+    gross = {"mouth_delta": TH.max_mouth_delta * 2.5}        # past SPIKE_LOAD
+    for bad in (seam, gross):
+        rows = [[face()] for _ in range(9)]
+        rows[4] = [face(**bad)]
+        assert keep(report(rows)) == set(range(9)), bad
+    rows = [[face()] for _ in range(9)]
+    rows[4] = [face(mouth_delta=TH.max_mouth_delta * 1.6)]
+    rep = report(rows)
+    for i in (3, 5):                                        # QA sampled: its neighbours unseen
+        rep["frames"][i] = {"frame": i, "status": "skipped", "faces": []}
+    assert keep(rep) == set(range(9))
+    rows = [[face()] for _ in range(9)]
+    rows[8] = [face(mouth_delta=TH.max_mouth_delta * 1.6)]  # the segment's last frame: no after
+    assert keep(report(rows)) == set(range(9))
