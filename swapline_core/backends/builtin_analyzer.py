@@ -32,6 +32,7 @@ import numpy as np
 from ..interfaces import FaceAnalyzer
 from ..types import Face, as_rgb_uint8, l2_normalise
 from . import builtin_models as bm
+from . import dlib_resnet
 
 # Share of min_face_size a box may fall short by and still count (see _faces).
 SIZE_TOLERANCE = 0.9
@@ -145,7 +146,6 @@ class BuiltinAnalyzer(FaceAnalyzer):
     def embed(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
         """Fill embeddings; also fills ``face.landmarks`` where missing (dlib aligns on them)."""
         dlib = bm.import_dlib()
-        recognizer = bm.face_recognizer()
         batch_imgs, batch_dets, batch_faces = [], [], []
         for image, image_faces in zip(images, faces):
             if not image_faces:
@@ -162,8 +162,15 @@ class BuiltinAnalyzer(FaceAnalyzer):
             batch_faces.append(image_faces)
         if not batch_imgs:
             return
-        # One call for every face of every frame: dlib batches the ResNet forward passes.
-        vectors = recognizer.compute_face_descriptor(batch_imgs, batch_dets, self.num_jitters)
+        if self.num_jitters <= 1:
+            # dlib's own chips (its alignment, 150 px, padding 0.25), dlib's network run by torch
+            chips = [c for img, dets in zip(batch_imgs, batch_dets)
+                     for c in dlib.get_face_chips(img, dets, dlib_resnet.CHIP_SIZE, dlib_resnet.CHIP_PADDING)]
+            flat = iter(dlib_resnet.descriptors(bm.face_recognizer_torch(), chips))
+            vectors = [[next(flat) for _ in dets] for dets in batch_dets]
+        else:
+            # jittered descriptors: dlib's own random crops, batched by dlib
+            vectors = bm.face_recognizer().compute_face_descriptor(batch_imgs, batch_dets, self.num_jitters)
         for image_faces, image_vectors in zip(batch_faces, vectors):
             for face, vec in zip(image_faces, image_vectors):
                 face.embedding = l2_normalise(np.asarray(vec, np.float32))

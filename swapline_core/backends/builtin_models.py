@@ -111,6 +111,16 @@ def face_recognizer():
                    lambda: import_dlib().face_recognition_model_v1(str(path)))
 
 
+def face_recognizer_torch():
+    """The same recognition network run by torch (``dlib_resnet``): ~10x faster than dlib's own
+    single-threaded CPU build, descriptors equal to float rounding."""
+    from . import dlib_resnet
+
+    path = dlib_model_path("recognition")
+    return _cached(("dlib_recognition_torch", str(path)),
+                   lambda: dlib_resnet.DlibResNet(dlib_resnet.load_weights(path)).eval())
+
+
 def mtcnn(min_face_size: int = 20, thresholds: tuple[float, float, float] = (0.6, 0.7, 0.7),
           factor: float = 0.709, device: str = "cpu"):
     """A shared facenet-pytorch MTCNN in inference mode.
