@@ -24,8 +24,10 @@ class FaceAnalyzer(ABC):
         self.providers: dict[str, list[str]] = {}   # session name -> providers it really got
 
     @abstractmethod
-    def detect(self, images: Sequence[np.ndarray]) -> list[list[Face]]:
-        """Boxes, five keypoints and scores for each image, best score first."""
+    def detect(self, images: Sequence[np.ndarray], min_face: float | None = None) -> list[list[Face]]:
+        """Boxes, five keypoints and scores for each image, best score first. ``min_face``: the
+        smallest face worth finding in these images, px (a hint: a detector with a search
+        pyramid may stop early, one without may ignore it)."""
 
     @abstractmethod
     def embed(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:

@@ -78,10 +78,11 @@ class BuiltinAnalyzer(FaceAnalyzer):
         self.providers = {"mtcnn": [f"torch:{device}"], "dlib": ["dlib:cpu"]}
 
     # -- detection ---------------------------------------------------------------------------
-    def detect(self, images: Sequence[np.ndarray]) -> list[list[Face]]:
+    def detect(self, images: Sequence[np.ndarray], min_face: float | None = None) -> list[list[Face]]:
         rgb = [as_rgb_uint8(im) for im in images]
         # MTCNN's pyramid stops at its min size; 12 px is the smallest its PNet can see.
-        model = bm.mtcnn(min_face_size=max(12, self.min_face_size), device=self.device)
+        model = bm.mtcnn(min_face_size=_pyramid_start(max(12, self.min_face_size), min_face),
+                         device=self.device)
         out: list[list[Face]] = [[] for _ in rgb]
         self.skipped = [[] for _ in rgb]
         groups: dict[tuple, list[int]] = {}
@@ -177,6 +178,17 @@ class BuiltinAnalyzer(FaceAnalyzer):
 
     def model_files(self) -> list[tuple[str, str]]:
         return bm.model_files()
+
+
+def _pyramid_start(default: float, min_face: float | None) -> float:
+    """MTCNN's min face size for a ``min_face`` hint: the largest face size of the default pyramid
+    (``default`` / factor**k) not above the hint. The levels kept are then exactly the default
+    pyramid's coarser ones, so a face of at least ``min_face`` px gets the same candidates, and
+    the same box, as without the hint; the finer levels dropped are most of PNet's pixels."""
+    if not min_face or min_face <= default:
+        return float(default)
+    levels = int(np.floor(np.log(default / float(min_face)) / np.log(bm.MTCNN_FACTOR) + 1e-9))
+    return float(default) / bm.MTCNN_FACTOR ** levels
 
 
 def _landmarks_on_chip(rgb: np.ndarray, kps: np.ndarray, predictor, dlib) -> np.ndarray:

@@ -121,8 +121,12 @@ def face_recognizer_torch():
                    lambda: dlib_resnet.DlibResNet(dlib_resnet.load_weights(path)).eval())
 
 
-def mtcnn(min_face_size: int = 20, thresholds: tuple[float, float, float] = (0.6, 0.7, 0.7),
-          factor: float = 0.709, device: str = "cpu"):
+# facenet-pytorch's default pyramid step (each level 0.709x the previous one)
+MTCNN_FACTOR = 0.709
+
+
+def mtcnn(min_face_size: float = 20, thresholds: tuple[float, float, float] = (0.6, 0.7, 0.7),
+          factor: float = MTCNN_FACTOR, device: str = "cpu"):
     """A shared facenet-pytorch MTCNN in inference mode.
 
     Its PNet/RNet/ONet constructors call ``torch.load`` on the packaged state dicts without
@@ -130,7 +134,7 @@ def mtcnn(min_face_size: int = 20, thresholds: tuple[float, float, float] = (0.6
     state dicts), so older torch is refused rather than unpickling with full trust.
     """
     paths = mtcnn_weight_paths()          # fail with our message before importing facenet
-    key = ("mtcnn", str(paths[0].parent), int(min_face_size), tuple(float(t) for t in thresholds),
+    key = ("mtcnn", str(paths[0].parent), float(min_face_size), tuple(float(t) for t in thresholds),
            float(factor), str(device))
 
     def build():
@@ -146,7 +150,7 @@ def mtcnn(min_face_size: int = 20, thresholds: tuple[float, float, float] = (0.6
             raise BuiltinModelsMissing(
                 f"facenet_pytorch is installed but fails to import ({exc}); "
                 f"pip install \"{REQ_FACENET}\" (2.6.0 would downgrade torch and numpy)") from exc
-        model = MTCNN(keep_all=True, min_face_size=int(min_face_size),
+        model = MTCNN(keep_all=True, min_face_size=float(min_face_size),
                       thresholds=list(thresholds), factor=float(factor), device=device)
         model.requires_grad_(False)
         return model.train(False)

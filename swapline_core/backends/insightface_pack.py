@@ -112,7 +112,8 @@ class InsightFaceAnalyzer(FaceAnalyzer):
         """True only when the pack has a model insightface routes to ``landmark_3d_68``."""
         return getattr(self, "landmarker", None) is not None
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[list[Face]]:
+    def detect(self, images: Sequence[np.ndarray], min_face: float | None = None) -> list[list[Face]]:
+        # SCRFD scans fixed strides on one input size: no pyramid to cut short, min_face is moot
         out = []
         for img in images:
             bboxes, kpss = self.detector.detect(np.ascontiguousarray(img[:, :, ::-1]), max_num=0)

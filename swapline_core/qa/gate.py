@@ -97,6 +97,11 @@ WINDOW_SCALE = 2.5         # window side, in face sizes (room for tracker lag an
 # the 0.9 threshold on one machine and 0.98-0.999 mirrored). A mirrored face is still a face, so
 # this confirms misses without lowering the threshold.
 RETRY_WINDOW_SCALE = 1.6
+# The smallest face the windows are searched for: half the tracked face's size in the window.
+# The search pyramid's finer levels (faces of 20-56 px in a 320 px window, most of MTCNN's work)
+# only find faces that are not the tracked one; the tracked face's detection is the same without
+# them (every development clip, original frames: identical matched boxes).
+WINDOW_MIN_FACE = DETECT_WINDOW / WINDOW_SCALE / 2
 
 
 # MTCNN's five points after a horizontal flip: the left eye/mouth corner becomes the right one.
@@ -129,7 +134,8 @@ def _detect_around(analyzer, images: Sequence[np.ndarray], tracked: Sequence[Seq
             windows.append(np.ascontiguousarray(canvas[:, ::-1]) if mirrored else canvas)
             owners.append((i, x0, y0, scale, mirrored))
     out: list[list[Face]] = [[] for _ in images]
-    for (i, x0, y0, scale, mirrored), found in zip(owners, analyzer.detect(windows) if windows else []):
+    found_all = analyzer.detect(windows, min_face=WINDOW_MIN_FACE) if windows else []
+    for (i, x0, y0, scale, mirrored), found in zip(owners, found_all):
         for f in found:
             bbox, kps = f.bbox.astype(np.float32), f.kps.astype(np.float32)
             if mirrored:

@@ -317,9 +317,9 @@ def test_run_qa_streams_chunk_by_chunk(tracked, source, analyzer, store, classic
     class SpyAnalyzer:
         name, recognizer_name = analyzer.name, analyzer.recognizer_name
 
-        def detect(self, images):
+        def detect(self, images, min_face=None):
             batches.append(len(images))
-            return analyzer.detect(images)
+            return analyzer.detect(images, min_face)
 
         def embed(self, images, faces_):
             batches.append(len(images))
@@ -371,9 +371,9 @@ def test_qa_resumes_after_an_interrupt_with_the_same_report(tracked, source, ana
         def model_files(self):
             return analyzer.model_files()
 
-        def detect(self, images):
+        def detect(self, images, min_face=None):
             evaluated.append(len(images))
-            return analyzer.detect(images)
+            return analyzer.detect(images, min_face)
 
         def embed(self, images, faces_):
             return analyzer.embed(images, faces_)
