@@ -1,7 +1,8 @@
 """Face analysis with models that ship inside pip packages: MTCNN boxes + dlib landmarks/descriptor.
 
 Works on any machine with no model downloads, so the pack is usable before the user adds an
-InsightFace pack. Detection is facenet-pytorch's MTCNN; landmarks and identity come from dlib.
+InsightFace pack. Detection is facenet-pytorch's MTCNN; landmarks and identity come from dlib
+(its recognition network run by torch on the analyzer's device: ``dlib_resnet``).
 
 Facts this module relies on (checked on facenet-pytorch 2.5.3, dlib 20.0, numpy 2):
 - MTCNN's five points are left eye, right eye, nose, left mouth, right mouth with the
@@ -75,7 +76,8 @@ class BuiltinAnalyzer(FaceAnalyzer):
         self.num_jitters = int(num_jitters)
         # Per image of the last detect() call: faces dropped and why, for QA reports.
         self.skipped: list[list[dict]] = []
-        self.providers = {"mtcnn": [f"torch:{device}"], "dlib": ["dlib:cpu"]}
+        self.providers = {"mtcnn": [f"torch:{device}"], "dlib_landmarks": ["dlib:cpu"],
+                          "dlib_recognition": [f"torch:{device}"] if num_jitters <= 1 else ["dlib:cpu"]}
 
     # -- detection ---------------------------------------------------------------------------
     def detect(self, images: Sequence[np.ndarray], min_face: float | None = None) -> list[list[Face]]:
@@ -167,7 +169,7 @@ class BuiltinAnalyzer(FaceAnalyzer):
             # dlib's own chips (its alignment, 150 px, padding 0.25), dlib's network run by torch
             chips = [c for img, dets in zip(batch_imgs, batch_dets)
                      for c in dlib.get_face_chips(img, dets, dlib_resnet.CHIP_SIZE, dlib_resnet.CHIP_PADDING)]
-            flat = iter(dlib_resnet.descriptors(bm.face_recognizer_torch(), chips))
+            flat = iter(dlib_resnet.descriptors(bm.face_recognizer_torch(self.device), chips))
             vectors = [[next(flat) for _ in dets] for dets in batch_dets]
         else:
             # jittered descriptors: dlib's own random crops, batched by dlib

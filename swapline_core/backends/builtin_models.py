@@ -111,14 +111,14 @@ def face_recognizer():
                    lambda: import_dlib().face_recognition_model_v1(str(path)))
 
 
-def face_recognizer_torch():
+def face_recognizer_torch(device: str = "cpu"):
     """The same recognition network run by torch (``dlib_resnet``): ~10x faster than dlib's own
-    single-threaded CPU build, descriptors equal to float rounding."""
+    single-threaded CPU build, descriptors equal to float rounding; on ``device``."""
     from . import dlib_resnet
 
     path = dlib_model_path("recognition")
-    return _cached(("dlib_recognition_torch", str(path)),
-                   lambda: dlib_resnet.DlibResNet(dlib_resnet.load_weights(path)).eval())
+    return _cached(("dlib_recognition_torch", str(path), str(device)),
+                   lambda: dlib_resnet.DlibResNet(dlib_resnet.load_weights(path)).eval().to(device))
 
 
 # facenet-pytorch's default pyramid step (each level 0.709x the previous one)

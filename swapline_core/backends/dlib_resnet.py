@@ -96,17 +96,21 @@ class DlibResNet(torch.nn.Module):
     def __init__(self, weights: dict):
         super().__init__()
         t = lambda a: torch.from_numpy(np.array(a, np.float32))  # noqa: E731
+        # buffers, so .to(device) moves them all
         self.register_buffer("mean", t(weights["mean"]).view(1, 3, 1, 1))
-        self.convs = [(t(w), t(b)) for w, b in weights["convs"]]
-        self.affines = [(t(g).view(1, -1, 1, 1), t(b).view(1, -1, 1, 1)) for g, b in weights["affines"]]
-        self.fc = t(weights["fc"])
+        for i, ((w, b), (g, beta)) in enumerate(zip(weights["convs"], weights["affines"])):
+            self.register_buffer(f"conv{i}_w", t(w))
+            self.register_buffer(f"conv{i}_b", t(b))
+            self.register_buffer(f"affine{i}_g", t(g).view(1, -1, 1, 1))
+            self.register_buffer(f"affine{i}_b", t(beta).view(1, -1, 1, 1))
+        self.register_buffer("fc", t(weights["fc"]))
 
     def _unit(self, x: torch.Tensor, i: int, stride: int = 1, relu: bool = True) -> torch.Tensor:
-        w, b = self.convs[i]
+        w = getattr(self, f"conv{i}_w")
         # dlib pads a 3x3 convolution by 1 only at stride 1 (con_'s default padding)
-        x = F.conv2d(x, w, b, stride=stride, padding=w.shape[-1] // 2 if stride == 1 else 0)
-        g, beta = self.affines[i]
-        x = x * g + beta
+        x = F.conv2d(x, w, getattr(self, f"conv{i}_b"), stride=stride,
+                     padding=w.shape[-1] // 2 if stride == 1 else 0)
+        x = x * getattr(self, f"affine{i}_g") + getattr(self, f"affine{i}_b")
         return F.relu(x) if relu else x
 
     def forward(self, chips: torch.Tensor) -> torch.Tensor:
@@ -143,6 +147,6 @@ def descriptors(net: DlibResNet, chips: list[np.ndarray], batch: int = 16) -> np
     out = []
     with torch.inference_mode():
         for s in range(0, len(chips), batch):
-            x = torch.from_numpy(np.stack(chips[s:s + batch]))
-            out.append(net(x).numpy())
+            x = torch.from_numpy(np.stack(chips[s:s + batch])).to(net.mean.device)
+            out.append(net(x).cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, 128), np.float32)

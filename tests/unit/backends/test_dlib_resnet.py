@@ -41,6 +41,7 @@ def test_embeddings_equal_dlibs_own_on_real_faces(builtin_analyzer, kling_target
     took = time.perf_counter() - t0
     got = np.stack([f.embedding for f in fresh])
     np.testing.assert_allclose(got, ref, atol=2e-5)
+    assert builtin_analyzer.providers["dlib_recognition"] == ["torch:cpu"]   # what really ran
     print(f"{len(fresh)} faces in {took:.3f} s")
 
 
