@@ -117,8 +117,17 @@ def face_recognizer_torch(device: str = "cpu"):
     from . import dlib_resnet
 
     path = dlib_model_path("recognition")
-    return _cached(("dlib_recognition_torch", str(path), str(device)),
-                   lambda: dlib_resnet.DlibResNet(dlib_resnet.load_weights(path)).eval().to(device))
+
+    def build():
+        try:
+            weights = dlib_resnet.load_weights(path)
+        except (ValueError, IndexError) as exc:
+            raise BuiltinModelsMissing(
+                f"cannot read dlib's recognition network from {path} ({exc}); reinstall it: "
+                f"pip install --force-reinstall \"{REQ_DLIB_MODELS}\"") from exc
+        return dlib_resnet.DlibResNet(weights).eval().to(device)
+
+    return _cached(("dlib_recognition_torch", str(path), str(device)), build)
 
 
 # facenet-pytorch's default pyramid step (each level 0.709x the previous one)

@@ -41,12 +41,6 @@ class _Reader:
         mantissa = self.int()
         return float(np.ldexp(float(mantissa), self.int()))
 
-    def string(self) -> str:
-        n = self.int()
-        s = self.data[self.pos:self.pos + n].decode("ascii")
-        self.pos += n
-        return s
-
     def tensor(self) -> np.ndarray:
         if self.int() != 2:
             raise ValueError("unexpected dlib tensor version")
