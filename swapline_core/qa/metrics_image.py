@@ -83,6 +83,13 @@ def lab(img: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
 
 
+def delta_e(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distance over the last axis (3 channels): the float32 values of
+    ``np.linalg.norm(a - b, axis=-1)`` without its slow reduction over a length-3 axis."""
+    d = a - b
+    return np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2])
+
+
 def dilate_disc(mask: np.ndarray, grow: int) -> np.ndarray:
     """``mask`` (uint8) dilated by an elliptic element of radius ``grow``, computed only on the box
     the result can reach (the set pixels' box grown by ``grow``): a feature's disc is a few percent
@@ -216,14 +223,16 @@ def colour_cast(lo: np.ndarray, ls: np.ndarray, skin: np.ndarray, lm: np.ndarray
     whole-face median delta E 3.5-10.4, halves 12-16 in chroma.
     """
     p0, p1 = lm[27], lm[33]
-    yy, xx = np.mgrid[:skin.shape[0], :skin.shape[1]]
+    yy, xx = np.nonzero(skin)                     # the skin's pixels only, in mask order
     side = (p1[0] - p0[0]) * (yy - p0[1]) - (p1[1] - p0[1]) * (xx - p0[0]) > 0
+    s_ab, o_ab = ls[yy, xx, 1:], lo[yy, xx, 1:]
+
     def shift(m: np.ndarray) -> float:
-        return float(np.linalg.norm(np.median(ls[m][:, 1:], axis=0) - np.median(lo[m][:, 1:], axis=0)))
+        return float(np.linalg.norm(np.median(s_ab[m], axis=0) - np.median(o_ab[m], axis=0)))
 
     # a half hardly in view (a profile) is not measured on its own
-    halves = [m for m in (skin & side, skin & ~side) if m.sum() >= max(16, HALF_MIN_SHARE * skin.sum())]
-    return max(shift(m) for m in halves) if halves else shift(skin)
+    halves = [m for m in (side, ~side) if m.sum() >= max(16, HALF_MIN_SHARE * len(side))]
+    return max(shift(m) for m in halves) if halves else shift(np.ones_like(side))
 
 
 def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: np.ndarray,
@@ -238,7 +247,7 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
     lm_c = lm - np.array([x0, y0], np.float32)
     reg = face_regions(o.shape[:2], lm_c)
     lo, ls = lab(o), lab(s)
-    de = np.linalg.norm(ls - lo, axis=-1)
+    de = delta_e(ls, lo)
     changed = de > CHANGED_DE
     hull = reg["hull"]
     n_hull = max(int(hull.sum()), 1)
@@ -272,10 +281,11 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
         if fh.any() and len(colours):
             fh_skin[fh] = _skin_distance(lo[fh], colours) <= SKIN_DE
         area = skin | fh_skin
-        foreign = np.linalg.norm(ls - med_s, axis=-1) > FOREIGN_DE
+        ls_a = ls[area]                           # only the area's pixels are judged
+        foreign = delta_e(ls_a, med_s) > FOREIGN_DE
         if len(colours):
-            foreign |= (ls[..., 1] < colours[:, 1].min() - FOREIGN_AB) | (ls[..., 2] < colours[:, 2].min() - FOREIGN_AB)
-        out["bleed"] = float((foreign & changed)[area].mean())
+            foreign |= (ls_a[:, 1] < colours[:, 1].min() - FOREIGN_AB) | (ls_a[:, 2] < colours[:, 2].min() - FOREIGN_AB)
+        out["bleed"] = float((foreign & changed[area]).mean())
     else:
         out["colour_cast"] = out["bleed"] = None
 
@@ -284,9 +294,18 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
         cm = cv2.morphologyEx(changed.astype(np.uint8), cv2.MORPH_CLOSE, k)
         ring = (cv2.dilate(cm, k) > 0) & ~(cv2.erode(cm, k) > 0)
-        go = _grad(cv2.cvtColor(o, cv2.COLOR_RGB2GRAY).astype(np.float32))
-        gs = _grad(cv2.cvtColor(s, cv2.COLOR_RGB2GRAY).astype(np.float32))
-        out["seam_ratio"] = float((gs[ring].mean() + SEAM_EPS) / (go[ring].mean() + SEAM_EPS)) if ring.any() else None
+        if ring.any():
+            # gradients on the ring's box only, one pixel wider (Sobel's 3x3 reach); at the
+            # crop's edge the box edge is the crop's, so the border rule is the same
+            bx, by, bw, bh = cv2.boundingRect(ring.astype(np.uint8))
+            ya, yb = max(0, by - 1), min(ring.shape[0], by + bh + 1)
+            xa, xb = max(0, bx - 1), min(ring.shape[1], bx + bw + 1)
+            rg = ring[ya:yb, xa:xb]
+            go = _grad(cv2.cvtColor(o[ya:yb, xa:xb], cv2.COLOR_RGB2GRAY).astype(np.float32))
+            gs = _grad(cv2.cvtColor(s[ya:yb, xa:xb], cv2.COLOR_RGB2GRAY).astype(np.float32))
+            out["seam_ratio"] = float((gs[rg].mean() + SEAM_EPS) / (go[rg].mean() + SEAM_EPS))
+        else:
+            out["seam_ratio"] = None
     else:
         out["seam_ratio"] = None
     return out
