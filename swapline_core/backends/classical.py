@@ -30,6 +30,7 @@ import numpy as np
 
 from ..faces.shape import MEAN68, MIRROR68
 from ..interfaces import FaceSwapper
+from ..parallel import map_frames
 from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
 from .classical_blend import clone_drift, forehead_edge, forehead_skin, relight, seamless, source_occlusion
 
@@ -121,8 +122,9 @@ class ClassicalSwapper(FaceSwapper):
             img = src_img if keep is None else np.dstack([src_img, keep])
             img = np.ascontiguousarray(img[:, ::-1]) if flip else img
             variants[flip] = (img, pts, mesh(self.forehead), yaw(p68))
-        out = []
-        for image, image_faces in zip(images, faces):
+
+        def one_frame(item) -> list[SwapPatch]:
+            image, image_faces = item
             frame = as_rgb_uint8(image) if image_faces else None
             row = []
             for face in image_faces:
@@ -132,8 +134,9 @@ class ClassicalSwapper(FaceSwapper):
                     t = yaw(dst68)
                     flip = abs(t - variants[True][3]) < abs(t - variants[False][3])
                 row.append(self._swap_one(frame, dst68, *variants[flip][:3], mirrored=flip))
-            out.append(row)
-        return out
+            return row
+
+        return map_frames(one_frame, zip(images, faces))
 
     def _source_keep(self, src_img: np.ndarray, src68: np.ndarray) -> np.ndarray | None:
         """uint8 0..255 map of the source that may be pasted (hair over its forehead or cheeks is not:

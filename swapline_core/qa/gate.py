@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import SwaplineError
 from ..faces.tracking import iou
 from ..metrics import observe_qa
+from ..parallel import map_frames
 from ..types import Face, FaceSet, SourceIdentity
 from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
 from .decide import (  # noqa: F401
@@ -263,9 +264,15 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         scores = dict(zip(on_grid, safety.score([swapped[k] for k in on_grid]))) if on_grid else {}
         seconds["safety"] = seconds.get("safety", 0.0) + time.perf_counter() - t0
 
+    t0 = time.perf_counter()
+    # The pixel metrics of every face, on threads; the occluder callable runs here, in order
+    # (it may hold a model).
+    jobs = [(originals[k], swapped[k], o.landmarks,
+             occluders(first_index + k, originals[k], t) if occluders is not None else None)
+            for j, k in enumerate(todo) for t, o in zip(faces[k], orig_faces[j]) if o.landmarks is not None]
+    pixels = iter(map_frames(_face_pixels, jobs))
     records: list[dict] = []
     j = 0
-    t0 = time.perf_counter()
     for k in range(n):
         index = first_index + k
         if index % step != 0:
@@ -297,21 +304,13 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
                 d_out = _box_diff(swapped[k], prev_s, t.bbox)
                 d_in = _box_diff(originals[k], prev_o, t.bbox)
                 flicker = (d_out + FLICKER_EPS) / (d_in + FLICKER_EPS)
-            img = {}
-            if o.landmarks is not None:
-                occ = occluders(index, originals[k], t) if occluders is not None else None
-                img = image_metrics(originals[k], swapped[k], o.landmarks, occ)
+            img, prof_t, prof_r = next(pixels) if o.landmarks is not None else ({}, None, None)
             result_lm = e.landmarks if e.landmarks is not None else s.landmarks
             # the result's mouth is read twice: on the probe and on the result frame itself (the
             # less open of the two counts, see metrics_expression.expression_values)
             expr = expression_values(o.landmarks, result_lm if red else None,
                                      s.landmarks if red and e.landmarks is not None else None)
             changed = img.get("changed")
-            # the window's reading (metrics_expression.add_window_correlation): the mouth region of
-            # both frames at the target's landmarks; the result's own fit and re-detection play no part
-            prof_t = prof_r = None
-            if o.landmarks is not None:
-                prof_t, prof_r = mouth_profile(originals[k], o.landmarks), mouth_profile(swapped[k], o.landmarks)
             face_records.append({
                 "track_id": t.track_id, "bbox": [round(float(v), 1) for v in t.bbox],
                 "swapped": True, "changed": _r(changed),     # "swapped" is decided in finalize
@@ -327,6 +326,15 @@ def evaluate_chunk(analyzer, originals: Sequence[np.ndarray], swapped: Sequence[
         j += 1
     seconds["pixels"] = seconds.get("pixels", 0.0) + time.perf_counter() - t0
     return records
+
+
+def _face_pixels(job: tuple) -> tuple[dict, object, object]:
+    """Image metrics and the mouth profiles of one face. The profiles are the expression window's
+    reading (metrics_expression.add_window_correlation): the mouth region of both frames at the
+    target's landmarks; the result's own fit and re-detection play no part."""
+    original, result, landmarks, occ = job
+    return (image_metrics(original, result, landmarks, occ),
+            mouth_profile(original, landmarks), mouth_profile(result, landmarks))
 
 
 def _safety(scores: dict, k: int) -> dict:

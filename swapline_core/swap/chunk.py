@@ -22,6 +22,7 @@ from ..errors import SwaplineError
 from ..faces.paste import apply_patches
 from ..guards import GuardOptions, check_face, competence_for, screen
 from ..masks import MaskOptions, refine_masks
+from ..parallel import map_frames
 from ..types import Face, SourceIdentity, SwapPatch
 from . import upscale
 
@@ -82,8 +83,8 @@ def swap_chunk(swapper, analyzer, frames: Sequence[np.ndarray], faces: Sequence[
     # A refusal (SwapPatch.refusal) has nothing to paste: it only gives its face's record a reason.
     patches = [[row[j] for j in sorted(row) if not row[j].refused] for row in by_face]
     color = opts.color_match and not getattr(swapper, "matches_color", False)
-    out = _timed(t, "paste", lambda: [apply_patches(f, ps, color=color) if ps else f
-                                      for f, ps in zip(frames, patches)])
+    out = _timed(t, "paste", map_frames, lambda fp: apply_patches(fp[0], fp[1], color=color) if fp[1] else fp[0],
+                 zip(frames, patches))
     records = []
     for fs, vs, row in zip(faces, verdicts, by_face):
         recs = []
