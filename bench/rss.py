@@ -221,6 +221,7 @@ def stage_table(track: dict, swap: dict, qa: dict, node_seconds: dict, wall: flo
     rows["other"] = round(max(wall - sum(v for v in rows.values() if v is not None), 0.0), 3)
     loaders = sum(v for k, v in node_seconds.items() if k not in STAGE_NODES)
     detail = {"flow": round(ts.get("flow", 0.0), 3), "store": round(ss.get("store", 0.0), 3),
+              "masks + guards": round(ss.get("masks", 0.0) + ss.get("guards", 0.0), 3),
               "model loading + face models + image loads": round(loaders, 3)}
     detail["untimed"] = round(max(rows["other"] - sum(detail.values()), 0.0), 3)
     inference = (rows["detect"] + rows["embed"] + rows["align/landmarks"]

@@ -28,7 +28,8 @@ def summarize(r: dict) -> dict:
             "qa_detail": st.get("qa_detail"),
             "detect_s": sec.get("detect"), "detector_frames": det_frames,
             "detect_s_per_detector_frame": round(sec["detect"] / det_frames, 3) if det_frames else None,
-            "stage_seconds": sec, "peak_rss_mb": r["peak_rss_mb"], "idle_rss_mb": r["idle_rss_mb"],
+            "stage_seconds": sec, "other_detail": st.get("other_detail"),
+            "peak_rss_mb": r["peak_rss_mb"], "idle_rss_mb": r["idle_rss_mb"],
             "qa_decision": (r.get("qa") or {}).get("decision"),
             # what the viewer gets: frames delivered swapped under the shipped per-shot policy
             "delivered_swapped_frames": r["frames"] - int((r.get("qa") or {}).get("reverted_frames") or 0),
@@ -86,6 +87,8 @@ def doc(section: dict, machine: dict, run_stamp: dict) -> str:
               "From the Track/Swap nodes' reports (detect, embed, landmarks, swap, paste), the QA Gate node's wall "
               "time (QA) and the Save/Sink node's (encode); other = the rest of the wall time (model loading, image "
               "loads, scheduling).", "", *stage_rows(section), "",
+              *[f"- other, {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("other_detail") or {}).items())
+                for label, s in section.items()], "",
               "## QA's own seconds", "",
               *[f"- {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("qa_detail") or {}).items())
                 for label, s in section.items()], ""]

@@ -139,6 +139,7 @@ def test_server_job_section(comfy, tmp_path, monkeypatch):
             positive(s[key], f"server_job {label} {key}")
         assert 0 < s["qa_share"] < 1 and s["detector_frames"] >= 1
         assert s["qa_detail"] and s["qa_detail"]["detect"] > 0        # the QA report's own seconds
+        positive(s["other_detail"]["masks + guards"], f"server_job {label} masks + guards")   # "other" explained
     assert any(line.startswith(f"| {label} |") for line in report.markdown(results).splitlines()
                for label in run.SMOKE.server_job)
 
