@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..parallel import map_frames
 from ..types import Face, SwapPatch
 from . import builtin, temporal
 from .region import area_part, model_parts
@@ -71,8 +72,7 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
         builtin.fit_views(near, pool, r, shot_of)
         builtin.apply(items, views, pool, opts, r, shot_of)
     if opts.builtin_occlusion:
-        for it in items:
-            builtin.keep_wires(it, frames[it.i])
+        map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
         if a is not None:
@@ -165,16 +165,16 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     use_lm = all(it.lm is not None for it in items)
     roll_lm = use_lm and analyzer is not None and getattr(analyzer, "supports_landmarks", False)
     cache = faceset is not None and reader is not None and radius > 0 and (roll_lm or not use_lm)
-    views = []
-    for it in items:
-        k = _view_key(faceset, frames_key, first + it.i, it.face, use_lm, radius, cuts) \
-            if cache and key_of(it.face) is not None else None
-        v = _cached(k, faceset)
-        if v is None:
-            v = builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i, key_of(it.face),
-                                  it.face.landmarks if use_lm else None)
-            _remember(k, v, faceset)
-        views.append(v)
+    keys_ = [_view_key(faceset, frames_key, first + it.i, it.face, use_lm, radius, cuts)
+             if cache and key_of(it.face) is not None else None for it in items]
+    views = [_cached(k, faceset) for k in keys_]
+    todo = [a for a, v in enumerate(views) if v is None]
+    made = map_frames(lambda it: builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i,
+                                                   key_of(it.face), it.face.landmarks if use_lm else None),
+                      [items[a] for a in todo])
+    for a, v in zip(todo, made):
+        views[a] = v
+        _remember(keys_[a], v, faceset)
     pool = list(views)
     keys = {v.key for v in views if v.key is not None}
     if not keys or not cache:
@@ -207,8 +207,9 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
             by_frame = [[f for i2, f, _ in need if i2 == i and f.landmarks is None] for i in roll]
             if any(by_frame):
                 analyzer.landmarks68([imgs[i] for i in roll], by_frame)
-        for i, f, k in need:
-            v = builtin.skin_view(imgs[i], f.bbox, f.kps, i, key_of(f), f.landmarks if use_lm else None)
+        made = map_frames(lambda n: builtin.skin_view(imgs[n[0]], n[1].bbox, n[1].kps, n[0], key_of(n[1]),
+                                                      n[1].landmarks if use_lm else None), need)
+        for (_, _, k), v in zip(need, made):
             _remember(k, v, faceset)
             pool.append(v)
     return views, pool

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from ..parallel import map_frames
 from . import beside, chroma, temporal, texture, wires
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
@@ -90,38 +91,42 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
     +-radius frames (one frame's fit wobbles with noise; a window's does not), then its skin
     distance map is computed."""
     keys, index = [v.key for v in pool], [v.clip_index for v in pool]
-    for v in targets:
-        if v.lab is None or v.fitted:
-            continue
+    # Each fit writes only its own view and reads the others' samples: views on threads.
+    todo = list({id(v): v for v in targets if v.lab is not None and not v.fitted}.values())
+    for v in todo:
         v.fitted = True
-        group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
-        if not any(g is v for g in group):
-            group.append(v)
-        # In clip order, so the samples (and the thinning below) do not depend on how the
-        # window happens to be split between the chunk and its roll.
-        group.sort(key=lambda g: g.clip_index)
-        xs = [g.samples for g in group if g.samples is not None]
-        x = np.concatenate(xs) if xs else np.zeros((0, 3), np.float32)
-        if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
-            x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
-        v.model = occ.fit_skin(x)
-        v.hue_floor = None
-        if v.model is not None:
-            v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
-            hs = [g.hue_samples for g in group if g.hue_samples is not None]
-            h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
-            v.hue_floor = float(occ.percentile1(h, 5)) if len(h) >= 30 else None
-            if v.hue_floor is not None:
-                np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
-            # Sky, foliage, blue objects: a hue skin never has (chroma.py); not judged on the
-            # lips either (skin_view zeroes their saturation).
-            angle = chroma.skin_angle(x)
-            if angle is not None:
-                v.off = chroma.off_hue(v.lab, *angle, v.sat > 0)
-                np.maximum(v.d2, v.off, out=v.d2)
-            # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
-            eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
-            v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
+    map_frames(lambda v: _fit(v, pool, keys, index, radius, shot_of), todo)
+
+
+def _fit(v: SkinView, pool: list[SkinView], keys, index, radius: int, shot_of) -> None:
+    group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
+    if not any(g is v for g in group):
+        group.append(v)
+    # In clip order, so the samples (and the thinning below) do not depend on how the
+    # window happens to be split between the chunk and its roll.
+    group.sort(key=lambda g: g.clip_index)
+    xs = [g.samples for g in group if g.samples is not None]
+    x = np.concatenate(xs) if xs else np.zeros((0, 3), np.float32)
+    if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
+        x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
+    v.model = occ.fit_skin(x)
+    v.hue_floor = None
+    if v.model is not None:
+        v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+        hs = [g.hue_samples for g in group if g.hue_samples is not None]
+        h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
+        v.hue_floor = float(occ.percentile1(h, 5)) if len(h) >= 30 else None
+        if v.hue_floor is not None:
+            np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
+        # Sky, foliage, blue objects: a hue skin never has (chroma.py); not judged on the
+        # lips either (skin_view zeroes their saturation).
+        angle = chroma.skin_angle(x)
+        if angle is not None:
+            v.off = chroma.off_hue(v.lab, *angle, v.sat > 0)
+            np.maximum(v.d2, v.off, out=v.d2)
+        # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
+        eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
+        v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:
@@ -129,75 +134,79 @@ def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int,
     holds every view (chunk and roll) a window may draw on."""
     pool_keys = [v.key for v in pool]
     pool_index = [v.clip_index for v in pool]
-    for it, view in zip(items, views):
-        if view.d2 is None:
-            it.info["occlusion"] = "too little visible skin to fit a colour model"
-            continue
-        s = occ.work_scale(it.size)
-        shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
-        m_dst = temporal.patch_affine(it.origin, s)
-        # One keypoint fit per neighbour moves both its skin distance and its glasses ring.
-        group = [view] + [pool[b] for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index,
-                                                           radius, shot_of)
-                          if pool[b] is not view and pool[b].d2 is not None]
-        mats = {id(v): temporal.between(v.m, v.kps, m_dst, view.kps) for v in group}
-        own, d2 = _voted(view, group, mats, shape, "d2")
-        # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
-        # so an occluder that moves across the face (a waving hand) is never voted away.
-        strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
-        if d2 is own:
-            d2 = own.copy()
-        np.maximum(d2, own, out=d2, where=own > strong)
-        it.info["skin"] = {**view.model.to_json(), "hue_floor": None if view.hue_floor is None
-                           else round(view.hue_floor, 1)}
-        inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
-        lm = None if it.lm is None else it.lm * s
-        if opts.builtin_occlusion:
-            thr = occ.threshold_d2(opts.occlusion_sensitivity)
-            zones = occ.feature_zones(shape, lm, it.kps * s)
-            skin_l = float(view.model.means[:, 0].max())
-            own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
+    # Each item writes only its own parts, info and patch pixels: items on threads.
+    map_frames(lambda iv: _apply_one(*iv, pool, pool_keys, pool_index, opts, radius, shot_of), zip(items, views))
 
-            def voted(x0, y0, x1, y1, own_l=own_l, group=group, mats=mats, skin_l=skin_l):
-                # Lightness voted on like the skin distance (in the box asked for): glare is
-                # judged from its shape, which must not flip with one frame's noise.
-                own = np.nan_to_num(own_l[y0:y1, x0:x1], nan=skin_l)
-                return temporal.median(own, [temporal.warp_by(v.lab[..., 0], _shifted(mats[id(v)], x0, y0),
-                                                              (y1 - y0, x1 - x0)) for v in group[1:]], scratch=True)
-            cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, occ.Light(own_l, skin_l, voted))
-            if view.busy is not None and view.busy.max() > texture.THRESHOLD_D2 / 4:
-                # Hats, headbands, hair above the brows (texture.py), voted like the skin distance
-                # and judged apart from it: merged into it, a busy brim joined the brows and the
-                # eye make-up below them into one blob reaching past the feature zones, and the
-                # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
-                cut |= occ.occluder_mask(_voted(view, group, mats, shape, "busy")[1], inside, zones,
-                                         opts.occlusion_sensitivity)
-            if view.off is not None and any(v.off is not None and v.off.max() > thr for v in group):
-                # A colour skin never has is an object, never light: judged again without the glare
-                # test, which took bright goggles with a brighter rim for a highlight fading in
-                # (their lightness rises in two steps) and swapped the source's eyes over them.
-                cut |= occ.occluder_mask(_voted(view, group, mats, shape, "off")[1], inside, zones,
-                                         opts.occlusion_sensitivity)
-            ring = None
-            if view.ring is not None:       # glasses frames found by their shape are occluders as found
-                ring = _ring(view, group, shape, mats) & inside
-                cut |= ring
-            hard = _up(cut, it.shape)
-            it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
-            if view.lens is not None and ring is not None and LENS_OPEN:
-                lens = _ring(view, group, shape, mats, "lens") & inside
-                glasses_mod.open_lenses(it.parts["occlusion"], _up(lens, it.shape), _up(ring, it.shape), it.size)
-            if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
-                m_view = view.m.copy()
-                m_view[:, 2] += view.m[:, :2] @ it.origin
-                glasses_mod.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
-        if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
-            nonskin = None if it.lm is not None else _up(d2 > 16.0, it.shape)
-            keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
-                                             opts.mouth_lower_lip, nonskin)
-            it.info.update(info)
-            if info["mouth_open"]:
-                it.parts["mouth"] = keep
+
+def _apply_one(it, view: SkinView, pool: list[SkinView], pool_keys, pool_index, opts, radius: int, shot_of) -> None:
+    if view.d2 is None:
+        it.info["occlusion"] = "too little visible skin to fit a colour model"
+        return
+    s = occ.work_scale(it.size)
+    shape = (max(1, round(it.shape[0] * s)), max(1, round(it.shape[1] * s)))
+    m_dst = temporal.patch_affine(it.origin, s)
+    # One keypoint fit per neighbour moves both its skin distance and its glasses ring.
+    group = [view] + [pool[b] for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index,
+                                                       radius, shot_of)
+                      if pool[b] is not view and pool[b].d2 is not None]
+    mats = {id(v): temporal.between(v.m, v.kps, m_dst, view.kps) for v in group}
+    own, d2 = _voted(view, group, mats, shape, "d2")
+    # The median steadies borderline pixels; what this frame clearly sees as not-skin stays,
+    # so an occluder that moves across the face (a waving hand) is never voted away.
+    strong = (STRONG_SIGMA / max(opts.occlusion_sensitivity, 1e-3)) ** 2
+    if d2 is own:
+        d2 = own.copy()
+    np.maximum(d2, own, out=d2, where=own > strong)
+    it.info["skin"] = {**view.model.to_json(), "hue_floor": None if view.hue_floor is None
+                       else round(view.hue_floor, 1)}
+    inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
+    lm = None if it.lm is None else it.lm * s
+    if opts.builtin_occlusion:
+        thr = occ.threshold_d2(opts.occlusion_sensitivity)
+        zones = occ.feature_zones(shape, lm, it.kps * s)
+        skin_l = float(view.model.means[:, 0].max())
+        own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
+
+        def voted(x0, y0, x1, y1, own_l=own_l, group=group, mats=mats, skin_l=skin_l):
+            # Lightness voted on like the skin distance (in the box asked for): glare is
+            # judged from its shape, which must not flip with one frame's noise.
+            own = np.nan_to_num(own_l[y0:y1, x0:x1], nan=skin_l)
+            return temporal.median(own, [temporal.warp_by(v.lab[..., 0], _shifted(mats[id(v)], x0, y0),
+                                                          (y1 - y0, x1 - x0)) for v in group[1:]], scratch=True)
+        cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, occ.Light(own_l, skin_l, voted))
+        if view.busy is not None and view.busy.max() > texture.THRESHOLD_D2 / 4:
+            # Hats, headbands, hair above the brows (texture.py), voted like the skin distance
+            # and judged apart from it: merged into it, a busy brim joined the brows and the
+            # eye make-up below them into one blob reaching past the feature zones, and the
+            # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
+            cut |= occ.occluder_mask(_voted(view, group, mats, shape, "busy")[1], inside, zones,
+                                     opts.occlusion_sensitivity)
+        if view.off is not None and any(v.off is not None and v.off.max() > thr for v in group):
+            # A colour skin never has is an object, never light: judged again without the glare
+            # test, which took bright goggles with a brighter rim for a highlight fading in
+            # (their lightness rises in two steps) and swapped the source's eyes over them.
+            cut |= occ.occluder_mask(_voted(view, group, mats, shape, "off")[1], inside, zones,
+                                     opts.occlusion_sensitivity)
+        ring = None
+        if view.ring is not None:       # glasses frames found by their shape are occluders as found
+            ring = _ring(view, group, shape, mats) & inside
+            cut |= ring
+        hard = _up(cut, it.shape)
+        it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
+        if view.lens is not None and ring is not None and LENS_OPEN:
+            lens = _ring(view, group, shape, mats, "lens") & inside
+            glasses_mod.open_lenses(it.parts["occlusion"], _up(lens, it.shape), _up(ring, it.shape), it.size)
+        if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
+            m_view = view.m.copy()
+            m_view[:, 2] += view.m[:, :2] @ it.origin
+            glasses_mod.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
+    if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
+        nonskin = None if it.lm is not None else _up(d2 > 16.0, it.shape)
+        keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
+                                         opts.mouth_lower_lip, nonskin)
+        it.info.update(info)
+        if info["mouth_open"]:
+            it.parts["mouth"] = keep
 
 
 def keep_wires(it, frame: np.ndarray) -> None:
