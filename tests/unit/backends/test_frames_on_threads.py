@@ -1,9 +1,9 @@
 """Per-frame work on threads (swapline_core.parallel) gives exactly what a serial loop gives.
 
 The classical swap, the mask stack (skin views, fits, parts, wires), the paste and QA's pixel
-metrics run frames on a few threads; their output
-must not depend on it: patches, pasted frames and QA records are compared byte for byte with
-one worker, on real frames of the kling clip and the shipped source.
+metrics run frames on a few threads; their output must not depend on it: patches, pasted frames
+and QA records are compared byte for byte with one worker, on real frames of the kling clip and
+the shipped source.
 """
 from __future__ import annotations
 
