@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from swapline_core.backends import classical
+from swapline_core.backends import classical, classical_expression
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.backends.classical import ClassicalSwapper
 from swapline_core.faces.paste import apply_patches
@@ -67,8 +67,8 @@ def test_shape_transfer_takes_proportions_from_the_source_and_opening_from_the_t
     dst = faces[_open_frame(clip)].landmarks.astype(np.float32)
     src = hanks.face.landmarks.astype(np.float32)
     hull = cv2.convexHull(dst).reshape(-1, 2)
-    out = classical._transfer_shape(src, dst, hull, 1.0, expression=True)
-    old = classical._transfer_shape(src, dst, hull, 1.0, expression=False)
+    out = classical_expression.transfer_shape(src, dst, hull, 1.0, expression=True)
+    old = classical_expression.transfer_shape(src, dst, hull, 1.0, expression=False)
     # The target's mouth is open (~20 px); the old transfer closes it to the source's, the new keeps it.
     assert mouth_gap(dst) > 15
     assert abs(mouth_gap(out) - mouth_gap(dst)) < 0.5
@@ -114,8 +114,8 @@ def test_nose_keeps_the_targets_length_and_takes_the_sources_width(clip, hanks):
     _, faces = clip
     dst = faces[_open_frame(clip)].landmarks.astype(np.float32)
     src = hanks.face.landmarks.astype(np.float32)
-    out = classical._transfer_shape(src, dst, cv2.convexHull(dst).reshape(-1, 2), 1.0, expression=True)
-    old = classical._transfer_shape(src, dst, cv2.convexHull(dst).reshape(-1, 2), 1.0, expression=False)
+    out = classical_expression.transfer_shape(src, dst, cv2.convexHull(dst).reshape(-1, 2), 1.0, expression=True)
+    old = classical_expression.transfer_shape(src, dst, cv2.convexHull(dst).reshape(-1, 2), 1.0, expression=False)
     u = (dst[45] - dst[36]) / np.linalg.norm(dst[45] - dst[36])
     down = np.array([-u[1], u[0]])
     assert (old[33] - dst[33]) @ down > 5            # the aligned source's nose base is lower
@@ -160,3 +160,62 @@ def test_mouth_opening_follows_the_target_over_the_talking_clip(analyzer, clip):
     print(f"\n[classical] mouth opening correlation target vs result: {new:.2f} (expression=False: {old:.2f})")
     assert new >= 0.8
     assert old < 0.6
+
+
+def _eye_core(lm: np.ndarray) -> np.ndarray:
+    m = np.zeros((2000, 2000), np.uint8)
+    for idx in (range(36, 42), range(42, 48)):
+        cv2.fillPoly(m, [np.rint(lm[list(idx)]).astype(np.int32)], 1)
+    return cv2.erode(m, np.ones((5, 5), np.uint8)) > 0
+
+
+def test_a_wide_open_target_eye_shows_its_own_eyeball_not_the_sources_stretched_lids(clip, monkeypatch):
+    """Source: the clip's most closed-eyed frame; target: its widest-eyed (opening ratio ~2).
+    Stretching the source's narrow eye over the target's opening painted lashes and lid shadow
+    where the target shows iris and white (dark almond holes on a heavy-lidded source); the
+    target's own eyeball is put there instead."""
+    frames, faces = clip
+    opening = [classical_expression.eye_opening(f.landmarks).min() for f in faces]
+    s, t = int(np.argmin(opening)), int(np.argmax(opening))
+    ratio = classical_expression.eye_opening(faces[t].landmarks) / classical_expression.eye_opening(faces[s].landmarks)
+    assert ratio.min() >= classical_expression.EYE_STRETCH[1], ratio
+    source = SourceIdentity(np.zeros(128, np.float32), "dlib_resnet_v1", frames[s], faces[s])
+    frame, face = frames[t], faces[t]
+    core = np.zeros(frame.shape[:2], np.uint8)
+    for idx in (range(36, 42), range(42, 48)):
+        cv2.fillPoly(core, [np.rint(face.landmarks[list(idx)]).astype(np.int32)], 1)
+    core = core > 0
+    assert core.sum() > 40
+
+    def contrast_in_eyes() -> float:
+        # iris, pupil and white between the lids: the target's eyes spread L by ~28 here
+        out = apply_patches(frame, ClassicalSwapper().swap([frame], [[face]], source)[0])
+        return float(cv2.cvtColor(out, cv2.COLOR_RGB2Lab)[..., 0][core].std())
+
+    new = contrast_in_eyes()
+    monkeypatch.setattr(classical_expression, "EYE_STRETCH", (50.0, 60.0))
+    stretched = contrast_in_eyes()
+    target = float(cv2.cvtColor(frame, cv2.COLOR_RGB2Lab)[..., 0][core].std())
+    print(f"\n[classical] L spread inside the eyes: {new:.1f} (source's eye stretched: {stretched:.1f}, "
+          f"target: {target:.1f})")
+    assert new > 1.3 * stretched
+
+
+def test_target_eyes_leave_an_equally_open_source_eye_alone():
+    warped = np.full((420, 420, 3), 50.0, np.float32)
+    patch = np.full((420, 420, 3), 200.0, np.float32)
+    lm = (classical.MEAN68 * 150 + np.array([210.0, 90.0])).astype(np.float32)
+    lm[[37, 38, 43, 44], 1] -= 10.0              # wide open
+    lm[[41, 40, 47, 46], 1] += 10.0
+    out = classical_expression.target_eyes(warped, patch, lm, lm, lm, 300.0)
+    assert np.array_equal(out, warped)
+    closed = lm.copy()
+    closed[[37, 38, 43, 44], 1] += 0.6 * (lm[[41, 40, 47, 46], 1] - lm[[37, 38, 43, 44], 1])
+    out = classical_expression.target_eyes(warped, patch, lm, lm, closed, 300.0)
+    eyes = np.zeros((420, 420), np.uint8)
+    for idx in (range(36, 42), range(42, 48)):
+        cv2.fillPoly(eyes, [np.rint(lm[list(idx)]).astype(np.int32)], 1)
+    core = cv2.erode(eyes, np.ones((15, 15), np.uint8)) > 0
+    assert core.sum() > 50 and np.allclose(out[core], 200.0, atol=1.0)   # the target's eyeball
+    away = ~(cv2.dilate(eyes, np.ones((15, 15), np.uint8)) > 0)
+    assert np.array_equal(out[away], warped[away])                       # nothing else touched
