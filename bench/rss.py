@@ -193,9 +193,22 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
                                   for s in qa_report.get("segments") or []][:20]},
               "stages": stage_table(track, swap, qa_report.get("seconds") or {}, clock.seconds, wall, frames),
               "server_log": str(server.log_path)}
+    # The stage cache this job left for resume: its Track and Swap chunk stores (by their keys, so a
+    # shared server's other stores do not count)
+    cache = sum(stage_store_bytes(base / "output", r.get("key")) for r in (track, swap))
+    result["stage_cache_mb"] = round(cache / MB, 3)
+    result["stage_cache_mb_per_frame"] = round(cache / MB / frames, 4) if frames else None
     if own:
         shutil.rmtree(base / "output", ignore_errors=True)   # the encoded clip and chunk stores
     return result
+
+
+def stage_store_bytes(output: Path, key: str | None) -> int:
+    """Bytes of one stage's chunk store (output/swapline_cache/<key>); 0 without a key or store."""
+    root = output / "swapline_cache" / key if key else None
+    if root is None or not root.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
 ENCODERS = ("SwaplineSaveVideo", "SwaplineC2PASink")

@@ -6,7 +6,8 @@ from the sample (the face fitted to the frame height: ~330 px tall, the size of 
 in 720p) and the shipped 350x350 sample. Reported per run: wall seconds and fps, the per-stage
 table (Track/Swap nodes' StageReports, the QA report's own seconds, WebSocket node times), the
 QA share of the wall time, the tracker's detector seconds per detector frame (what issue 31 saw
-grow to ~7 s at 720p), and the server's peak RSS.
+grow to ~7 s at 720p), the server's peak RSS, and the stage cache the job leaves for resume (its
+Track and Swap chunk stores, MB per frame).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def summarize(r: dict) -> dict:
             "detect_s_per_detector_frame": round(sec["detect"] / det_frames, 3) if det_frames else None,
             "stage_seconds": sec, "other_detail": st.get("other_detail"),
             "peak_rss_mb": r["peak_rss_mb"], "idle_rss_mb": r["idle_rss_mb"],
+            "stage_cache_mb_per_frame": r.get("stage_cache_mb_per_frame"),
             "qa_decision": (r.get("qa") or {}).get("decision"),
             # what the viewer gets: frames delivered swapped under the shipped per-shot policy
             "delivered_swapped_frames": r["frames"] - int((r.get("qa") or {}).get("reverted_frames") or 0),
@@ -55,13 +57,14 @@ def table(section: dict | None) -> list[str]:
     if not section:
         return ["(not run)"]
     rows = ["| clip | frames | wall s | fps | QA s (share) | detect s / detector frame (frames) | peak RSS MB | "
-            "QA decision | delivered swapped |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "stage cache MB / frame | QA decision | delivered swapped |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, s in section.items():
         rows.append(f"| {label} | {s['frames']} | {s['wall_s']:.1f} | {s['fps']:.3f} | "
                     f"{s['qa_s'] if s['qa_s'] is None else round(s['qa_s'], 1)} ({s['qa_share']}) | "
                     f"{s['detect_s_per_detector_frame']} ({s['detector_frames']}) | {s['peak_rss_mb']:.0f} | "
-                    f"{s.get('qa_decision')} | {s.get('delivered_swapped_frames')} |")
+                    f"{s.get('stage_cache_mb_per_frame')} | {s.get('qa_decision')} | "
+                    f"{s.get('delivered_swapped_frames')} |")
     return rows
 
 

@@ -135,7 +135,8 @@ def test_server_job_section(comfy, tmp_path, monkeypatch):
     for label, n in run.SMOKE.server_job.items():
         s = results["server_job"][label]
         assert s["frames"] == n
-        for key in ("wall_s", "fps", "qa_s", "qa_share", "detect_s", "detect_s_per_detector_frame", "peak_rss_mb"):
+        for key in ("wall_s", "fps", "qa_s", "qa_share", "detect_s", "detect_s_per_detector_frame", "peak_rss_mb",
+                    "stage_cache_mb_per_frame"):
             positive(s[key], f"server_job {label} {key}")
         assert 0 < s["qa_share"] < 1 and s["detector_frames"] >= 1
         assert s["qa_detail"] and s["qa_detail"]["detect"] > 0        # the QA report's own seconds
