@@ -170,7 +170,7 @@ def encode_layer_chunk(originals: Sequence[np.ndarray], results: Sequence[np.nda
         y1 = max(p.region[3] for p in ps)
         changed = np.any(res[y0:y1, x0:x1] != orig[y0:y1, x0:x1], axis=2)
         arrays[f"r{i}"] = np.array([x0, y0, x1, y1], np.int32)
-        arrays[f"p{i}"] = res[y0:y1, x0:x1]
+        arrays[f"p{i}"] = _changed_only(res[y0:y1, x0:x1], changed)
         arrays[f"m{i}"] = np.packbits(changed)
     return arrays
 
@@ -185,9 +185,17 @@ def encode_diff_chunk(befores: Sequence[np.ndarray], afters: Sequence[np.ndarray
         ys, xs = np.nonzero(changed)
         x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
         arrays[f"r{i}"] = np.array([x0, y0, x1, y1], np.int32)
-        arrays[f"p{i}"] = a[y0:y1, x0:x1]
+        arrays[f"p{i}"] = _changed_only(a[y0:y1, x0:x1], changed[y0:y1, x0:x1])
         arrays[f"m{i}"] = np.packbits(changed[y0:y1, x0:x1])
     return arrays
+
+
+def _changed_only(pixels: np.ndarray, changed: np.ndarray) -> np.ndarray:
+    """``pixels`` with the unchanged ones zeroed: replay takes only the changed pixels, and zeros
+    compress (the store deflates its chunks), so a layer costs about its changed area."""
+    out = pixels.copy()
+    out[~changed] = 0
+    return out
 
 
 def apply_layer_chunk(frames: Sequence[np.ndarray], arrays: dict[str, np.ndarray]) -> list[np.ndarray]:

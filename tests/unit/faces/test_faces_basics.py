@@ -100,6 +100,24 @@ def test_layers_store_only_changed_pixels_and_replay_exactly(tmp_path):
     assert store.done_chunks() == [0] and not list(tmp_path.glob("k/.tmp-*"))
 
 
+def test_layers_keep_only_changed_pixels_and_the_store_deflates(tmp_path):
+    rng = np.random.default_rng(1)
+    frames = [rng.integers(0, 255, (400, 400, 3), np.uint8)]
+    result = frames[0].copy()
+    result[150:250, 150:250] = rng.integers(0, 255, (100, 100, 3), np.uint8)   # a swapped face
+    patch = SwapPatch((50, 50, 350, 350), np.zeros((300, 300, 3), np.float32), np.ones((300, 300), np.float32))
+    arrays = encode_layer_chunk(frames, [result], [[patch]])
+    layer = arrays["p0"]
+    assert layer.shape == (300, 300, 3) and not layer[:90].any()   # the unchanged margin is not kept
+    store = ChunkStore(tmp_path, "k")
+    store.save(0, arrays)
+    assert store.path(0).stat().st_size < 0.3 * layer.nbytes         # ~the changed 100x100 only
+    assert np.array_equal(apply_layer_chunk(frames, store.load(0))[0], result)
+    # a chunk an earlier version wrote uncompressed still loads
+    np.savez(store.path(1), **arrays)
+    assert np.array_equal(apply_layer_chunk(frames, store.load(1))[0], result)
+
+
 def test_one_euro_smooths_jitter_but_follows_motion():
     rng = np.random.default_rng(3)
     f = OneEuro(min_cutoff=0.5, fps=30)

@@ -32,7 +32,8 @@ def _age(path: Path, days: float) -> None:
 
 def _entry(cache: Path, name: str, nbytes: int = 1000, days: float = 0.0) -> Path:
     store = ChunkStore(cache, stage_key(name), {"stage": name})
-    store.save(0, {"x": np.zeros(nbytes, np.uint8)})
+    # random bytes: the store deflates, and the sizes here must stay what they say
+    store.save(0, {"x": np.random.default_rng(nbytes).integers(0, 256, nbytes, np.uint8)})
     _age(store.dir, days)
     return store.dir
 
