@@ -10,6 +10,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from ..faces.shape import eye_aspect
+
 _INNER = np.arange(27, 68)     # nose, eyes, mouth: moved by shape transfer; never on the hull
 _NOSE = np.arange(27, 36)
 # Features whose *placement* (corners: position, size, tilt) is identity and whose *shape inside
@@ -127,23 +129,17 @@ def target_mouth(warped, patch, dst68, moved68, size: float) -> np.ndarray:
                                                  borderMode=cv2.BORDER_REPLICATE)
     # dlib's inner contour often runs on the lip itself (lipstick would show as a rim inside the
     # source's lips): keep only the part well inside it, with a soft edge.
-    e = round(0.015 * size)
-    core = cv2.erode(m, np.ones((2 * e + 1, 2 * e + 1), np.uint8)) if e > 0 else m
+    return _blend_inside(warped, src, m, round(0.015 * size), max(0.5, 0.008 * size))
+
+
+def _blend_inside(warped, src, m, erode: int, sigma: float, weight: float = 1.0) -> np.ndarray:
+    """``src`` blended into ``warped`` over ``m`` (uint8 0/1) shrunk by ``erode`` px, its edge
+    softened by ``sigma`` and cut at ``m``; ``warped`` unchanged where too little is left."""
+    core = cv2.erode(m, np.ones((2 * erode + 1, 2 * erode + 1), np.uint8)) if erode > 0 else m
     if core.sum() < 4:
         return warped
-    sigma = max(0.5, 0.008 * size)
-    soft = cv2.GaussianBlur(core.astype(np.float32), (0, 0), sigma) * m
-    soft = soft[..., None]
+    soft = (cv2.GaussianBlur(core.astype(np.float32), (0, 0), sigma) * m * weight)[..., None]
     return warped * (1 - soft) + src * soft
-
-
-def eye_opening(pts68: np.ndarray) -> np.ndarray:
-    """Per eye (36-41, 42-47), lid opening over corner distance: 0 closed, ~0.3 wide open."""
-    out = []
-    for (i, j), (k, m), (a, b) in (((37, 41), (38, 40), (36, 39)), ((43, 47), (44, 46), (42, 45))):
-        gap = (np.linalg.norm(pts68[i] - pts68[j]) + np.linalg.norm(pts68[k] - pts68[m])) / 2
-        out.append(gap / max(float(np.linalg.norm(pts68[a] - pts68[b])), 1e-6))
-    return np.asarray(out, np.float64)
 
 
 # Target eye over source eye opening from which the eyeball between the lids is the target's
@@ -160,7 +156,7 @@ def target_eyes(warped, patch, dst68, moved68, src68, size: float) -> np.ndarray
     pixels for what the target's open lids show. The target's eye goes through the similarity that
     moved its corners, so it sits between the lids it belongs to; the lid margins stay the
     source's."""
-    ratio = eye_opening(dst68) / np.maximum(eye_opening(src68), 0.02)
+    ratio = eye_aspect(dst68) / np.maximum(eye_aspect(src68), 0.02)
     weight = np.clip((ratio - EYE_STRETCH[0]) / (EYE_STRETCH[1] - EYE_STRETCH[0]), 0.0, 1.0)
     out = warped
     for w, (idx, a, b) in zip(weight, (_EYE_L, _EYE_R)):
@@ -168,13 +164,8 @@ def target_eyes(warped, patch, dst68, moved68, src68, size: float) -> np.ndarray
             continue
         m = np.zeros(warped.shape[:2], np.uint8)
         cv2.fillPoly(m, [np.rint(moved68[idx]).astype(np.int32)], 1)
-        e = round(0.01 * size)
-        core = cv2.erode(m, np.ones((2 * e + 1, 2 * e + 1), np.uint8)) if e > 0 else m
-        if core.sum() < 4:
-            continue
         t = _similarity(dst68[[a, b]].astype(np.float64), moved68[[a, b]].astype(np.float64))
         src = cv2.warpAffine(patch, t.astype(np.float32), warped.shape[1::-1], flags=cv2.INTER_LINEAR,
                              borderMode=cv2.BORDER_REPLICATE)
-        soft = (cv2.GaussianBlur(core.astype(np.float32), (0, 0), max(0.5, 0.006 * size)) * m * w)[..., None]
-        out = out * (1 - soft) + src * soft
+        out = _blend_inside(out, src, m, round(0.01 * size), max(0.5, 0.006 * size), w)
     return out

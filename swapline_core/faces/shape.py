@@ -1,4 +1,4 @@
-"""68-point shape geometry shared by the classical swapper and the guards.
+"""68-point shape geometry shared by the classical swapper, the guards and the QA gate.
 
 ``MEAN68`` is a mean dlib 68-point face, eye centres at (-0.5, 0) and (0.5, 0), printed by
 ``bench/mean_shape68.py`` (Procrustes mean over the faces of t1.jpg, Tom Hanks and the sample
@@ -34,3 +34,17 @@ MEAN68 = np.array([
     [-0.3780, 1.1318], [-0.1211, 1.1133], [-0.0005, 1.1255], [0.1204, 1.1133],
     [0.3786, 1.1316], [0.1241, 1.2128], [-0.0003, 1.2307], [-0.1247, 1.2128],
 ], np.float32)
+
+
+# Per eye: the two lid pairs (upper, lower) and the corners.
+EYE_PAIRS = (((37, 41), (38, 40), (36, 39)), ((43, 47), (44, 46), (42, 45)))
+
+
+def eye_aspect(lm: np.ndarray) -> np.ndarray:
+    """Each eye's lid opening over its width (36-41, 42-47): 0 closed, ~0.3 wide open."""
+    lm = np.asarray(lm, np.float64)
+    vals = []
+    for (p1, p2, (c0, c1)) in EYE_PAIRS:
+        width = max(float(np.linalg.norm(lm[c1] - lm[c0])), 1e-6)
+        vals.append((np.linalg.norm(lm[p1[0]] - lm[p1[1]]) + np.linalg.norm(lm[p2[0]] - lm[p2[1]])) / (2 * width))
+    return np.asarray(vals, np.float64)

@@ -39,11 +39,11 @@ from collections import defaultdict
 import cv2
 import numpy as np
 
+from ..faces.shape import eye_aspect
 from .metrics_image import dilate_disc
 
 # dlib 68-point indices: inner upper lip 61-63 face inner lower lip 67-65.
 _INNER_PAIRS = ((61, 67), (62, 66), (63, 65))
-_EYE_PAIRS = (((37, 41), (38, 40), (36, 39)), ((43, 47), (44, 46), (42, 45)))
 # The target must actually move its mouth inside the window for a correlation to mean anything
 # (a closed, silent mouth has nothing to follow): std of its landmark opening, in jaw widths.
 # Below it the window is "no evidence" (None), neither pass nor fail.
@@ -133,12 +133,7 @@ def mouth_open(lm: np.ndarray) -> float:
 
 def eye_open(lm: np.ndarray) -> float:
     """Mean eye aspect ratio of both eyes (lid gap over eye width)."""
-    lm = np.asarray(lm, np.float64)
-    vals = []
-    for (p1, p2, (c0, c1)) in _EYE_PAIRS:
-        width = max(float(np.linalg.norm(lm[c1] - lm[c0])), 1e-6)
-        vals.append((np.linalg.norm(lm[p1[0]] - lm[p1[1]]) + np.linalg.norm(lm[p2[0]] - lm[p2[1]])) / (2 * width))
-    return float(np.mean(vals))
+    return float(np.mean(eye_aspect(lm)))
 
 
 def expression_values(target_lm: np.ndarray | None, result_lm: np.ndarray | None,

@@ -20,6 +20,7 @@ from swapline_core.backends import classical, classical_expression
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.backends.classical import ClassicalSwapper
 from swapline_core.faces.paste import apply_patches
+from swapline_core.faces.shape import eye_aspect
 from swapline_core.types import SourceIdentity
 
 KLING = REPO / "tests" / ".cache" / "media" / "api_kling_avatar2-1.webp"
@@ -162,22 +163,15 @@ def test_mouth_opening_follows_the_target_over_the_talking_clip(analyzer, clip):
     assert old < 0.6
 
 
-def _eye_core(lm: np.ndarray) -> np.ndarray:
-    m = np.zeros((2000, 2000), np.uint8)
-    for idx in (range(36, 42), range(42, 48)):
-        cv2.fillPoly(m, [np.rint(lm[list(idx)]).astype(np.int32)], 1)
-    return cv2.erode(m, np.ones((5, 5), np.uint8)) > 0
-
-
 def test_a_wide_open_target_eye_shows_its_own_eyeball_not_the_sources_stretched_lids(clip, monkeypatch):
     """Source: the clip's most closed-eyed frame; target: its widest-eyed (opening ratio ~2).
     Stretching the source's narrow eye over the target's opening painted lashes and lid shadow
     where the target shows iris and white (dark almond holes on a heavy-lidded source); the
     target's own eyeball is put there instead."""
     frames, faces = clip
-    opening = [classical_expression.eye_opening(f.landmarks).min() for f in faces]
+    opening = [eye_aspect(f.landmarks).min() for f in faces]
     s, t = int(np.argmin(opening)), int(np.argmax(opening))
-    ratio = classical_expression.eye_opening(faces[t].landmarks) / classical_expression.eye_opening(faces[s].landmarks)
+    ratio = eye_aspect(faces[t].landmarks) / eye_aspect(faces[s].landmarks)
     assert ratio.min() >= classical_expression.EYE_STRETCH[1], ratio
     source = SourceIdentity(np.zeros(128, np.float32), "dlib_resnet_v1", frames[s], faces[s])
     frame, face = frames[t], faces[t]
