@@ -77,13 +77,22 @@ def mouth_probe(original: np.ndarray, result: np.ndarray, target_lm: np.ndarray)
     mouth: identical pixels give identical points, a frozen or replaced mouth moves them.
     """
     lm = np.asarray(target_lm, np.float32)
-    mask = np.zeros(original.shape[:2], np.uint8)
-    cv2.fillConvexPoly(mask, cv2.convexHull(np.round(lm[LOWER_FACE]).astype(np.int32)), 1)
     size = float(np.sqrt(max(cv2.contourArea(cv2.convexHull(lm)), 1.0)))
     g = max(1, round(LOWER_FACE_GROW * size))
-    mask = dilate_disc(mask, g).astype(bool)
+    hull = cv2.convexHull(np.round(lm[LOWER_FACE]).astype(np.int32))
+    # Only the hull's box grown by g (+1) is touched: the same pixels as a whole-frame mask, at
+    # the cost of the lower face rather than the frame.
+    h, w = original.shape[:2]
+    bx, by, bw, bh = cv2.boundingRect(hull)
+    x0, y0 = max(0, bx - g - 1), max(0, by - g - 1)
+    x1, y1 = min(w, bx + bw + g + 1), min(h, by + bh + g + 1)
     out = original.copy()
-    out[mask] = result[mask]
+    if x1 <= x0 or y1 <= y0:
+        return out
+    mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    cv2.fillConvexPoly(mask, hull - np.array([x0, y0], np.int32), 1)
+    mask = dilate_disc(mask, g).astype(bool)
+    out[y0:y1, x0:x1][mask] = result[y0:y1, x0:x1][mask]
     return out
 
 

@@ -19,7 +19,8 @@ are where the target's face is, whatever the swapper did):
   hull pixel. A paste that landed beside the face changes pixels where no face is;
 - changed: share of the target's face hull the result changed (coverage: was it swapped at all).
 
-All work happens on a crop around the face, so the cost scales with the face, not the frame.
+All work happens on a crop around the face, shrunk to at most WORK_SIDE pixels: the cost is bounded
+whatever the face size or the frame.
 """
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ RING = 0.04                  # half-width of the seam ring
 MIN_OCCLUDER_SHARE = 0.02    # fewer occluder pixels than this share of the hull: no measurement
 HALF_MIN_SHARE = 0.1         # colour cast: a face half with less of the skin is not measured alone
 SEAM_EPS = 2.0               # added to both gradient energies (grey levels): flat rings stay ~1
+# Crops larger than this (pixels, longer side) are measured shrunk to it: every metric is a share,
+# a median colour or a gradient ratio on regions sized in face sizes, so a 1080p close-up says
+# nothing a 384 px view does not, at a fraction of the cost (a 720p talking head's crop is ~650 px:
+# ~0.35 of the pixels). The calibration clip's crops are smaller, so its limits are measured as is.
+WORK_SIDE = 384
 
 _EYES = (list(range(36, 42)), list(range(42, 48)))
 _BROWS = (list(range(17, 22)), list(range(22, 27)))
@@ -115,13 +121,13 @@ def _poly(mask: np.ndarray, pts: np.ndarray, grow: int) -> None:
         mask[:] = dilate_disc(mask, grow)
 
 
-def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndarray]:
-    """Boolean masks (crop coordinates) from 68 landmarks: hull, grown hull, features, size."""
+def occluder_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndarray]:
+    """What the occluder estimate needs (crop coordinates, from 68 landmarks): hull, features,
+    reference skin and the face size."""
     h, w = shape_hw
     hull = np.zeros((h, w), np.uint8)
     cv2.fillConvexPoly(hull, cv2.convexHull(np.round(lm).astype(np.int32)), 1)
     size = float(np.sqrt(max(hull.sum(), 1)))
-    grown = dilate_disc(hull, int(FACE_MARGIN * size))
     feats = np.zeros((h, w), np.uint8)
     g = max(1, round(FEATURE_MARGIN * size))
     for idx in (*_EYES, *_BROWS, _LIPS):
@@ -131,14 +137,20 @@ def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndar
     ref = np.zeros((h, w), np.uint8)
     for idx in SKIN_REFERENCE:
         cv2.fillConvexPoly(ref, cv2.convexHull(np.round(lm[idx]).astype(np.int32)), 1)
-    ref = ref.astype(bool) & hull.astype(bool) & ~feats.astype(bool)
+    hull, feats = hull.astype(bool), feats.astype(bool)
+    return {"hull": hull, "features": feats, "skin_ref": ref.astype(bool) & hull & ~feats, "size": size}
+
+
+def face_regions(shape_hw: tuple[int, int], lm: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`occluder_regions` plus the grown hull (off-face) and the forehead's band."""
+    reg = occluder_regions(shape_hw, lm)
+    size = reg["size"]
+    grown = dilate_disc(reg["hull"].astype(np.uint8), int(FACE_MARGIN * size))
     brows = lm[17:27]
-    fh = np.zeros((h, w), np.uint8)
+    fh = np.zeros(shape_hw, np.uint8)
     up = brows - np.array([0.0, FOREHEAD * size], np.float32)
     cv2.fillConvexPoly(fh, cv2.convexHull(np.round(np.concatenate([brows, up])).astype(np.int32)), 1)
-    return {"hull": hull.astype(bool), "grown": grown.astype(bool), "features": feats.astype(bool),
-            "skin_ref": ref, "forehead": fh.astype(bool) & ~hull.astype(bool) & ~feats.astype(bool),
-            "size": size}
+    return {**reg, "grown": grown.astype(bool), "forehead": fh.astype(bool) & ~reg["hull"] & ~reg["features"]}
 
 
 def skin_colours(target_lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -235,6 +247,32 @@ def colour_cast(lo: np.ndarray, ls: np.ndarray, skin: np.ndarray, lm: np.ndarray
     return max(shift(m) for m in halves) if halves else shift(np.ones_like(side))
 
 
+def _occluders(o: np.ndarray, s: np.ndarray, lm: np.ndarray, occluder: np.ndarray | None,
+               reg: dict | None = None, lo: np.ndarray | None = None) -> dict:
+    """The occluder measurements, on the crop's own pixels whatever its size: a thin occluder (a
+    wire frame, the rim of red glasses, a strand of hair) is a few pixels wide, and on a shrunk crop
+    it mixes with the skin around it, drops out of the estimate and reads as changed where the
+    swap kept it (the 720p bench clip: overwrite 0.39-0.45 at full size, 0.47-0.57 at 384 px).
+    Returns the occluder mask and the reference skin colours with the metrics. ``reg`` and ``lo``:
+    the crop's regions and Lab where the caller has them at this size."""
+    reg = reg if reg is not None else occluder_regions(o.shape[:2], lm)
+    lo = lo if lo is not None else lab(o)
+    colours = reference_colours(lo, reg)
+    hull = reg["hull"]
+    n_hull = max(int(hull.sum()), 1)
+    if occluder is not None:
+        occ, source = (np.asarray(occluder) > 0.5) & hull, "mask"
+    else:
+        occ, source = estimate_occluder(lo, reg, colours=colours), "estimate"
+    n = int(occ.sum())
+    overwrite = None
+    if n >= MIN_OCCLUDER_SHARE * n_hull:
+        de = delta_e(lab(s[occ][:, None]), lo[occ][:, None])      # the occluder's pixels only
+        overwrite = float((de > CHANGED_DE).mean())
+    return {"occluder_share": float(n / n_hull), "occluder_source": source, "occluder_overwrite": overwrite,
+            "occ": occ, "colours": colours}
+
+
 def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: np.ndarray,
                   occluder: np.ndarray | None = None) -> dict:
     """Metrics of one face; ``occluder`` (optional) is a full-frame bool/0..1 mask of the target's
@@ -245,27 +283,28 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
         return {}
     o, s = original[y0:y1, x0:x1], swapped[y0:y1, x0:x1]
     lm_c = lm - np.array([x0, y0], np.float32)
-    reg = face_regions(o.shape[:2], lm_c)
-    lo, ls = lab(o), lab(s)
+    occ_in = None if occluder is None else np.asarray(occluder)[y0:y1, x0:x1]
+    scale = WORK_SIDE / max(x1 - x0, y1 - y0)
+    reg = lo = None
+    if scale >= 1.0:
+        reg, lo = face_regions(o.shape[:2], lm_c), lab(o)
+    oc = _occluders(o, s, lm_c, occ_in, reg, lo)
+    occ, colours = oc.pop("occ"), oc.pop("colours")
+    if scale < 1.0:
+        size = (max(8, round((x1 - x0) * scale)), max(8, round((y1 - y0) * scale)))
+        o = cv2.resize(o, size, interpolation=cv2.INTER_AREA)
+        s = cv2.resize(s, size, interpolation=cv2.INTER_AREA)
+        lm_c = lm_c * np.array([size[0] / (x1 - x0), size[1] / (y1 - y0)], np.float32)
+        occ = cv2.resize(occ.astype(np.float32), size, interpolation=cv2.INTER_AREA) > 0.5
+        reg, lo = face_regions(o.shape[:2], lm_c), lab(o)
+    ls = lab(s)
     de = delta_e(ls, lo)
     changed = de > CHANGED_DE
     hull = reg["hull"]
     n_hull = max(int(hull.sum()), 1)
     out: dict = {"changed": float(changed[hull].mean()) if hull.any() else 0.0,
-                 "offface": float((changed & ~reg["grown"]).sum() / n_hull)}
-
-    colours = reference_colours(lo, reg)
-    if occluder is not None:
-        occ = np.asarray(occluder)[y0:y1, x0:x1] > 0.5
-        occ &= hull
-        source = "mask"
-    else:
-        occ = estimate_occluder(lo, reg, colours=colours)
-        source = "estimate"
-    out["occluder_share"] = float(occ.sum() / n_hull)
-    out["occluder_source"] = source
-    out["occluder_overwrite"] = (float(changed[occ].mean())
-                                 if occ.sum() >= MIN_OCCLUDER_SHARE * n_hull else None)
+                 "offface": float((changed & ~reg["grown"]).sum() / n_hull), **oc}
+    occ &= hull
 
     skin = hull & ~reg["features"] & ~occ
     if skin.sum() >= 16:
