@@ -92,7 +92,7 @@ def mouth_probe(original: np.ndarray, result: np.ndarray, target_lm: np.ndarray)
     mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
     cv2.fillConvexPoly(mask, hull - np.array([x0, y0], np.int32), 1)
     mask = dilate_disc(mask, g).astype(bool)
-    out[y0:y1, x0:x1][mask] = result[y0:y1, x0:x1][mask]
+    np.copyto(out[y0:y1, x0:x1], result[y0:y1, x0:x1], where=mask[..., None])
     return out
 
 
