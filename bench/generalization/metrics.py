@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import cv2
 import numpy as np
 
 from swapline_core.qa.segments import reason_kind
@@ -179,10 +180,30 @@ def off_face(truth: ClipTruth, delivered: list[np.ndarray]) -> dict:
     return {"off_face_frames": len(bad), "off_face_list": bad, "off_face_unjudged": unjudged}
 
 
+def face_detail(img: np.ndarray, l68: np.ndarray) -> float | None:
+    """Mean absolute Laplacian of the grey image over the inner face (the hull of the 68 points shrunk
+    by a tenth of its size): how much fine detail (pores, lashes, lip lines, grain) the face holds."""
+    pts = np.asarray(l68, np.float32)
+    x0, y0 = np.floor(pts.min(0)).astype(int) - 2
+    x1, y1 = np.ceil(pts.max(0)).astype(int) + 3
+    h, w = img.shape[:2]
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if x1 - x0 < 8 or y1 - y0 < 8:
+        return None
+    grey = cv2.cvtColor(np.ascontiguousarray(img[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    hull = np.zeros(grey.shape, np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(pts - (x0, y0)).astype(np.int32)), 1)
+    g = max(1, round(0.1 * np.sqrt(hull.sum())))
+    inner = cv2.erode(hull, np.ones((2 * g + 1, 2 * g + 1), np.uint8)) > 0
+    if inner.sum() < 16:
+        return None
+    return float(np.abs(cv2.Laplacian(grey, cv2.CV_32F, ksize=3))[inner].mean())
+
+
 def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source_emb) -> dict:
     """Mouth-opening correlation and identity on the frames whose tracked face was delivered swapped
     (kept frames would score the target against itself), matched to the scorer's face there."""
-    t_open, r_open, dists = [], [], []
+    t_open, r_open, dists, detail = [], [], [], []
     for p in ps:
         if p["outcome"] != "delivered":
             continue
@@ -199,6 +220,9 @@ def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source
         lo = score.landmarks(delivered[i], ro)
         t_open.append(score.mouth_open(lt))
         r_open.append(score.mouth_open(lo))
+        dt, dr = face_detail(truth.frames[i], lt), face_detail(delivered[i], lt)
+        if dt and dr is not None:
+            detail.append(dr / dt)
         if source_emb is not None and score.yaw_ratio(lt) < FRONTAL:
             e, et = score.embedding(delivered[i], ro), truth.embedding(i, rt)
             dists.append((float(np.linalg.norm(e - source_emb)), float(np.linalg.norm(e - et)),
@@ -209,6 +233,9 @@ def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source
             # a correlation on a mouth that hardly moves is noise: such runs are left out of the median
             "target_mouth_range": round(max(t_open) - min(t_open), 3) if t_open else None, "mouth_moves": moving,
             "frontal_frames": len(dists),
+            # fine detail of the delivered face over the input's, same place (1: as sharp; a small
+            # source's upscaled face smears pores, lashes and grain: the "mask-like" look)
+            "detail_ratio": round(float(np.median(detail)), 3) if detail else None,
             "toward_source": float(np.mean(d[:, 0] < d[:, 2])) if d is not None else None,
             "moved_to_source": float(np.mean(d[:, 0] < d[:, 1])) if d is not None else None,
             "identity_distances": [round(float(v), 3) for v in np.median(d, axis=0)] if d is not None else None}

@@ -77,7 +77,8 @@ def _reasons(d: dict, n: int = 3) -> str:
 
 COLUMNS = ("clip", "source", "pairs (eligible)", "yield", "refused", "refused by reason", "QA-failed",
            "QA-failed by reason", "bridged", "kept original (segment)", "identity_switches", "mouth_open_corr",
-           "off-face frames", "toward_source", "moved_to_source", "d(res,src) / d(res,tgt) / d(tgt,src)")
+           "detail_ratio", "off-face frames", "toward_source", "moved_to_source",
+           "d(res,src) / d(res,tgt) / d(tgt,src)")
 
 
 def _cells(clip: str, src: str, r: dict) -> list[str]:
@@ -86,7 +87,7 @@ def _cells(clip: str, src: str, r: dict) -> list[str]:
             _reasons(r["refused_by_reason"]), _f(r["qa_failed"]), _reasons(r["qa_failed_by_reason"]),
             _f(r.get("bridged")) + (f" ({_reasons(r['bridged_by_reason'])})" if r.get("bridged_by_reason") else ""),
             _f(r.get("reverted_other_face")), str(r["identity_switches"]),
-            _f(r["mouth_open_corr"]) + ("" if r.get("mouth_moves") else " (static mouth)"),
+            _f(r["mouth_open_corr"]) + ("" if r.get("mouth_moves") else " (static mouth)"), _f(r.get("detail_ratio")),
             f"{r['off_face_frames']}" + (f" ({r['off_face_unjudged']} not judged)" if r["off_face_unjudged"] else ""),
             _f(r["toward_source"]), _f(r["moved_to_source"]),
             " / ".join(f"{v:.3f}" for v in d) if d else "n/a"]
@@ -103,15 +104,16 @@ def markdown(g: dict) -> list[str]:
              f"{_f(s['identity_switches'])} per run ({s['identity_switches_total']} in all), mouth_open_corr "
              f"{_f(s['mouth_open_corr'])} (the {s.get('mouth_runs')} runs whose target mouth moves), "
              f"toward_source {_f(s['toward_source'])}, moved_to_source "
-             f"{_f(s['moved_to_source'])}; off-face paste frames in all runs: {s['off_face_frames_total']}; "
+             f"{_f(s['moved_to_source'])}, detail_ratio {_f(s.get('detail_ratio'))} (worst run "
+             f"{_f(s.get('detail_ratio_min'))}); off-face paste frames in all runs: {s['off_face_frames_total']}; "
              f"occluder pixels kept, worst shape: {_f(s['occluder_kept_min'])}.", ""]
     worst = sorted(s["per_clip"].items(), key=lambda kv: (kv[1]["yield"] is None, kv[1]["yield"] or 0))
     lines += ["## Per clip (medians over the sources)", "",
               *_table(("clip", "what it shows", "median yield", "median identity_switches"),
                       [[c, g["clips"].get(c, ""), _f(v["yield"]), _f(v["identity_switches"], 1)] for c, v in worst]),
               "", "## Per source (medians over the clips)", "",
-              *_table(("source", "median yield", "median toward_source", "origin"),
-                      [[n, _f(v["yield"]), _f(v["toward_source"]), g["sources"].get(n, "")]
+              *_table(("source", "median yield", "median toward_source", "median detail_ratio", "origin"),
+                      [[n, _f(v["yield"]), _f(v["toward_source"]), _f(v.get("detail_ratio")), g["sources"].get(n, "")]
                        for n, v in s["per_source"].items()]),
               "", "## Every run", "",
               *_table(COLUMNS, [_cells(c, n, r) for c, per in g["runs"].items() for n, r in per.items()])]
@@ -145,6 +147,9 @@ METHOD = (
     "on frames whose tracked face was delivered swapped, matched to the scorer's face there (IoU > 0.3): "
     "`mouth_open_corr` = correlation of the input's and the delivered inner-lip opening (\"static mouth\": the "
     "input's opening spans < 0.08 inter-ocular distances there, a correlation of noise, left out of the median); "
+    "`detail_ratio` = median over those frames of the delivered face's fine detail over the input's, at the "
+    "input's 68 points (mean absolute Laplacian of grey inside their hull shrunk by a tenth; 1: as detailed, "
+    "below: smeared, no target yet: a small source's upscaled face reads low); "
     "`toward_source` = frontal "
     "frames where d(result, source) < d(target, source); `moved_to_source` = d(result, source) < d(result, target). "
     "`off-face frames`: frames whose change (> 8/255) outside every scorer face box (+ forehead, + 10 %; a frame "

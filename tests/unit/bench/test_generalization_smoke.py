@@ -11,17 +11,20 @@ identity switches inside a shot.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from bench import generalization
 from bench.generalization import metrics, report
 
+REPO = Path(__file__).resolve().parents[3]
+
 ROW_KEYS = {"tracked_pairs", "eligible_pairs", "yield", "refused", "qa_failed", "refused_by_reason",
             "qa_failed_by_reason", "bridged_by_reason", "identity_switches", "off_face_frames", "mouth_open_corr",
-            "toward_source", "moved_to_source", "identity_distances", "qa_decision", "seconds"}
+            "toward_source", "moved_to_source", "identity_distances", "qa_decision", "seconds", "detail_ratio"}
 FINITE = ("yield", "refused", "qa_failed", "identity_switches", "off_face_frames", "mouth_open_corr",
-          "toward_source", "moved_to_source")
+          "toward_source", "moved_to_source", "detail_ratio")
 
 
 def _finite(v) -> bool:
@@ -63,6 +66,26 @@ def test_smoke_occluder_and_strips(smoke):
     assert "shipped_colour" in text and shape in text
     with pytest.raises(ValueError, match="smoke"):
         generalization.write_doc(smoke)
+
+
+def test_face_detail_reads_a_smeared_face_lower():
+    """The scorer's detail_ratio: the same face blurred (what an upscaled 60 px source gives) holds
+    less fine detail at the same 68 points; the unchanged face exactly as much."""
+    import cv2
+    import numpy as np
+
+    from swapline_core.video.read import iter_frames
+
+    frame = next(f for _, f in iter_frames(REPO / "assets" / "samples" / "kling_avatar_clip.mp4"))
+    from bench.quality import score
+
+    rect = score.hog(frame, 1)[0]
+    l68 = score.landmarks(frame, rect)
+    sharp = metrics.face_detail(frame, l68)
+    soft = metrics.face_detail(cv2.GaussianBlur(frame, (0, 0), 2.0), l68)
+    assert sharp is not None and sharp > 0
+    assert soft < 0.6 * sharp, (soft, sharp)
+    assert metrics.face_detail(frame.copy(), l68) == sharp
 
 
 def test_reason_categories_drop_the_numbers():
