@@ -1,9 +1,10 @@
 """Run the real video stages on each known-truth case and score the results.
 
 Targets (issue 13): occluder_pixels_changed <= 0.02, mouth_open_corr >= 0.8,
-catastrophic_pastes == 0, small_face_coverage >= 0.9, moved_to_source >= 0.9,
-face_delta_e <= 6, every cut resets the tracks, mask_overhead <= 0.25 (the identity targets on the
-speech case; identity_no_glasses is a second reading without a target).
+catastrophic_pastes == 0, small_face_coverage >= 0.9, face_delta_e <= 6, every cut resets the
+tracks, mask_overhead <= 0.25. moved_to_source (speech case) and its identity_no_glasses reading are
+reported without a target: issue 30 retired moved_to_source >= 0.9 on the red-glasses speech case,
+whose misses are the classical warp's ceiling with the glasses frames kept.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from . import score
 
 TARGETS = {"occluder_pixels_changed": ("<=", 0.02), "mouth_open_corr": (">=", 0.8),
            "catastrophic_pastes": ("<=", 0), "small_face_coverage": (">=", 0.9),
-           "moved_to_source": (">=", 0.9), "face_delta_e": ("<=", 6.0),
+           "face_delta_e": ("<=", 6.0),
            "cut_track_resets": (">=", 1.0), "mask_overhead": ("<=", 0.25)}
 # Cases run and scored but left out of the timing readings (mask_overhead, mask_stage_share,
 # swap_stage_seconds), so those stay comparable with runs made before the case was added.
