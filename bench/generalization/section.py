@@ -92,7 +92,8 @@ def _clip_runs(server: Server, name: str, path: Path, count: int, sources, strip
             zooms = [report.zoom_box([f.bbox for f in res["faces"][i]], frames[i].shape) for i in picks]
         rows_out.append((src.name, [res["frames"][i] for i in picks]))
         log(f"generalization: {name} x {src.name}: yield {row['yield']} switches {row['identity_switches']} "
-            f"mouth {row['mouth_open_corr']} detail {row.get('detail_ratio')} off-face {row['off_face_frames']} toward {row['toward_source']} "
+            f"mouth {row['mouth_open_corr']} detail {row.get('detail_ratio')} off-face {row['off_face_frames']} "
+            f"toward {row['toward_source']} "
             f"({row['seconds']} s: {row['stage_s']})")
     report.strip(strips / f"{name}.png", name, [frames[i] for i in picks], rows_out, picks, zooms)
     return rows
@@ -164,7 +165,8 @@ def summarize(runs: dict, occl: dict) -> dict:
             "toward_source": med("toward_source"),
             "moved_to_source": med("moved_to_source"),
             "detail_ratio": med("detail_ratio"),
-            "detail_ratio_min": min((r["detail_ratio"] for r in rows if r.get("detail_ratio") is not None), default=None),
+            "detail_ratio_min": min((r["detail_ratio"] for r in rows if r.get("detail_ratio") is not None),
+                                    default=None),
             "off_face_frames_total": sum(r["off_face_frames"] for r in rows),
             "occluder_kept_min": min((r["occluder_kept"] for r in occl.values() if r.get("occluder_kept") is not None),
                                      default=None),

@@ -72,7 +72,6 @@ def test_face_detail_reads_a_smeared_face_lower():
     """The scorer's detail_ratio: the same face blurred (what an upscaled 60 px source gives) holds
     less fine detail at the same 68 points; the unchanged face exactly as much."""
     import cv2
-    import numpy as np
 
     from swapline_core.video.read import iter_frames
 
