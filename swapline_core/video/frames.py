@@ -150,7 +150,7 @@ class FrameSequence:
             c, k = divmod(int(i), self.chunk)
             for store in stores:
                 arrays = store.load(c)
-                one = {"n": np.array(1), **{f"{p}0": arrays[f"{p}{k}"] for p in "rpm" if f"{p}{k}" in arrays}}
+                one = {"n": np.array(1), **{f"{p}0": arrays[f"{p}{k}"] for p in "rpum" if f"{p}{k}" in arrays}}
                 f = apply_layer_chunk([f], one)[0]
             out.append(f)
         return out

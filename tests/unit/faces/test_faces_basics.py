@@ -107,8 +107,9 @@ def test_layers_keep_only_changed_pixels_and_the_store_deflates(tmp_path):
     result[150:250, 150:250] = rng.integers(0, 255, (100, 100, 3), np.uint8)   # a swapped face
     patch = SwapPatch((50, 50, 350, 350), np.zeros((300, 300, 3), np.float32), np.ones((300, 300), np.float32))
     arrays = encode_layer_chunk(frames, [result], [[patch]])
-    layer = arrays["p0"]
+    layer = arrays["u0"]                 # row-filtered (PNG "Up"): the margin's zeros stay zeros
     assert layer.shape == (300, 300, 3) and not layer[:90].any()   # the unchanged margin is not kept
+    assert np.array_equal(np.cumsum(layer, axis=0, dtype=np.uint8)[100:200, 100:200], result[150:250, 150:250])
     store = ChunkStore(tmp_path, "k")
     store.save(0, arrays)
     assert store.path(0).stat().st_size < 0.3 * layer.nbytes         # ~the changed 100x100 only
@@ -116,6 +117,11 @@ def test_layers_keep_only_changed_pixels_and_the_store_deflates(tmp_path):
     # a chunk an earlier version wrote uncompressed still loads
     np.savez(store.path(1), **arrays)
     assert np.array_equal(apply_layer_chunk(frames, store.load(1))[0], result)
+    # and one written before the row filter (raw pixels under "p")
+    raw = {k: v for k, v in arrays.items() if k != "u0"}
+    raw["p0"] = np.cumsum(layer, axis=0, dtype=np.uint8)
+    np.savez(store.path(2), **raw)
+    assert np.array_equal(apply_layer_chunk(frames, store.load(2))[0], result)
 
 
 def test_one_euro_smooths_jitter_but_follows_motion():
