@@ -248,13 +248,13 @@ def colour_cast(lo: np.ndarray, ls: np.ndarray, skin: np.ndarray, lm: np.ndarray
 
 
 def _occluders(o: np.ndarray, s: np.ndarray, lm: np.ndarray, occluder: np.ndarray | None,
-               reg: dict | None = None, lo: np.ndarray | None = None) -> dict:
+               reg: dict | None = None, lo: np.ndarray | None = None, ls: np.ndarray | None = None) -> dict:
     """The occluder measurements, on the crop's own pixels whatever its size: a thin occluder (a
     wire frame, the rim of red glasses, a strand of hair) is a few pixels wide, and on a shrunk crop
     it mixes with the skin around it, drops out of the estimate and reads as changed where the
     swap kept it (the 720p bench clip: overwrite 0.39-0.45 at full size, 0.47-0.57 at 384 px).
-    Returns the occluder mask and the reference skin colours with the metrics. ``reg`` and ``lo``:
-    the crop's regions and Lab where the caller has them at this size."""
+    Returns the occluder mask and the reference skin colours with the metrics. ``reg``, ``lo`` and
+    ``ls``: the crop's regions and both Labs where the caller has them at this size."""
     reg = reg if reg is not None else occluder_regions(o.shape[:2], lm)
     lo = lo if lo is not None else lab(o)
     colours = reference_colours(lo, reg)
@@ -267,7 +267,8 @@ def _occluders(o: np.ndarray, s: np.ndarray, lm: np.ndarray, occluder: np.ndarra
     n = int(occ.sum())
     overwrite = None
     if n >= MIN_OCCLUDER_SHARE * n_hull:
-        de = delta_e(lab(s[occ][:, None]), lo[occ][:, None])      # the occluder's pixels only
+        ls_occ = ls[occ] if ls is not None else lab(s[occ][:, None])[:, 0]   # the occluder's pixels only
+        de = delta_e(ls_occ, lo[occ])
         overwrite = float((de > CHANGED_DE).mean())
     return {"occluder_share": float(n / n_hull), "occluder_source": source, "occluder_overwrite": overwrite,
             "occ": occ, "colours": colours}
@@ -285,10 +286,10 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
     lm_c = lm - np.array([x0, y0], np.float32)
     occ_in = None if occluder is None else np.asarray(occluder)[y0:y1, x0:x1]
     scale = WORK_SIDE / max(x1 - x0, y1 - y0)
-    reg = lo = None
+    reg = lo = ls = None
     if scale >= 1.0:
-        reg, lo = face_regions(o.shape[:2], lm_c), lab(o)
-    oc = _occluders(o, s, lm_c, occ_in, reg, lo)
+        reg, lo, ls = face_regions(o.shape[:2], lm_c), lab(o), lab(s)
+    oc = _occluders(o, s, lm_c, occ_in, reg, lo, ls)
     occ, colours = oc.pop("occ"), oc.pop("colours")
     if scale < 1.0:
         size = (max(8, round((x1 - x0) * scale)), max(8, round((y1 - y0) * scale)))
@@ -296,8 +297,7 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
         s = cv2.resize(s, size, interpolation=cv2.INTER_AREA)
         lm_c = lm_c * np.array([size[0] / (x1 - x0), size[1] / (y1 - y0)], np.float32)
         occ = cv2.resize(occ.astype(np.float32), size, interpolation=cv2.INTER_AREA) > 0.5
-        reg, lo = face_regions(o.shape[:2], lm_c), lab(o)
-    ls = lab(s)
+        reg, lo, ls = face_regions(o.shape[:2], lm_c), lab(o), lab(s)
     de = delta_e(ls, lo)
     changed = de > CHANGED_DE
     hull = reg["hull"]

@@ -150,8 +150,7 @@ class FrameSequence:
             c, k = divmod(int(i), self.chunk)
             for store in stores:
                 arrays = store.load(c)
-                one = {"n": np.array(1), **{f"{p}0": arrays[f"{p}{k}"] for p in "rpum" if f"{p}{k}" in arrays}}
-                f = apply_layer_chunk([f], one)[0]
+                f = apply_layer_chunk([f], _layer_frame(arrays, k))[0]
             out.append(f)
         return out
 
@@ -207,6 +206,12 @@ def _pixels(arrays: dict[str, np.ndarray], i: int) -> np.ndarray:
     if f"u{i}" in arrays:
         return np.cumsum(arrays[f"u{i}"], axis=0, dtype=np.uint8)
     return arrays[f"p{i}"]
+
+
+def _layer_frame(arrays: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    """Frame ``k`` of a layer chunk as a one-frame chunk: its region "r", pixels ("u" filtered or
+    "p" raw, see ``_pixels``) and changed mask "m", whatever this chunk's version wrote."""
+    return {"n": np.array(1), **{f"{p}0": arrays[f"{p}{k}"] for p in "rupm" if f"{p}{k}" in arrays}}
 
 
 def apply_layer_chunk(frames: Sequence[np.ndarray], arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
