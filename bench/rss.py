@@ -112,10 +112,13 @@ QA_SAMPLE_EVERY = 8
 
 
 def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLOW, log=print,
-                 timeout: float = 4 * 3600, server=None, qa_sample_every: int = QA_SAMPLE_EVERY) -> dict:
+                 timeout: float = 4 * 3600, server=None, qa_sample_every: int = QA_SAMPLE_EVERY,
+                 prompt: dict | None = None, models: Path = MODELS, device: str = "cpu") -> dict:
     """``server``: a running ``ComfyServer`` to use instead of a fresh one (the CI smoke test
     shares the test session's; its peak then includes whatever that server already held, so
-    it is no measurement). It is left running and its output folder is left alone."""
+    it is no measurement). It is left running and its output folder is left alone. ``prompt``:
+    an API prompt to run instead of ``workflow``'s; ``models``/``device``: a fresh server's models
+    folder, and "gpu" to start it without ``--cpu``."""
     from devtools.comfy_harness import ComfyServer
     from swapline_core.video.read import probe
 
@@ -123,10 +126,10 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
     if own:
         base = work / f"server-{label}"
         shutil.rmtree(base, ignore_errors=True)
-        server = ComfyServer(base, MODELS)
+        server = ComfyServer(base, models, device=device)
         server.prepare_dirs()
     base = server.base_dir
-    prompt = json.loads(Path(workflow).read_text())
+    prompt = json.loads(json.dumps(prompt)) if prompt is not None else json.loads(Path(workflow).read_text())
     loader = next(nid for nid, n in prompt.items() if n["class_type"] == "SwaplineLoadVideo")
     prompt[loader]["inputs"]["video"] = _stage_inputs(server, clip)
     for node in prompt.values():

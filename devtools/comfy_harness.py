@@ -64,9 +64,10 @@ def free_port() -> int:
 
 class ComfyServer:
     def __init__(self, base_dir: Path, models_dir: Path, extra_args: tuple[str, ...] = (),
-                 comfy_dir: Path = COMFY, link_pack: bool = True):
+                 comfy_dir: Path = COMFY, link_pack: bool = True, device: str = "cpu"):
         self.comfy_dir = Path(comfy_dir)
         self.link_pack = link_pack
+        self.device = device          # "cpu" (--cpu, the tests) or "gpu" (ComfyUI picks the GPU: bench/gpu_check)
         self.base_dir = Path(base_dir)
         self.models_dir = Path(models_dir)
         self.port = free_port()
@@ -96,7 +97,8 @@ class ComfyServer:
 
     def start(self, timeout: float = 120.0) -> ComfyServer:
         self.prepare_dirs()
-        cmd = [sys.executable, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+        cpu = ["--cpu"] if self.device == "cpu" else []
+        cmd = [sys.executable, "main.py", *cpu, "--listen", "127.0.0.1", "--port", str(self.port),
                "--disable-auto-launch", "--base-directory", str(self.base_dir),
                "--database-url", "sqlite:///:memory:",
                "--extra-model-paths-config", str(self.base_dir / "extra_model_paths.yaml"), *self.extra_args]

@@ -83,6 +83,8 @@ def swapper_report(sw) -> str:
     return json.dumps({"swapper": sw.name, "family": sw.spec.name, "detected_by": sw.detected_by,
                        "crop": sw.crop_size, "pixel_boost": sw.k > 1, "identity_weight": sw.identity_weight,
                        "providers": sw.providers,
+                       "batch": {k: {"max_batch": r.max_batch, "batch_fixed_by_graph": r.fixed, "io_binding": r.io_binding}
+                                 for k, r in getattr(sw, "batching", {}).items()},
                        "models": [{"role": r, "file": p.replace("\\", "/").rsplit("/", 1)[-1], **licence_of(p)}
                                   for r, p in sw.model_files()]}, indent=1)
 

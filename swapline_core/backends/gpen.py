@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import BadModelError
 from ..types import Face, SwapPatch
 from .aligned_restore import restore_aligned
+from .onnx_batch import BatchRun
 from .onnx_sessions import create_session
 from .swappers.runner import family_mask
 
@@ -42,12 +43,12 @@ class GpenRestorer:
                                       f"{GPEN_SIZES} and one output of the same shape; got {sig})")
         self.size = int(shape[2])
         self.template = "arcface_128" if self.size == 256 else "ffhq_512"
-        b = shape[0]
-        self.batched = not isinstance(b, int) or b < 1
+        self.runner = BatchRun(self.session)
         self.input_name = ins[0].name
         self.mask_blur = float(mask_blur)
         self.mask = family_mask(self.size, self.template, "ellipse", 0.0, mask_blur)
         self.providers = {f"restorer:{os.path.basename(path)}": list(self.session.get_providers())}
+        self.batching = {f"restorer:{os.path.basename(path)}": self.runner}
 
     @property
     def settings(self) -> tuple:
@@ -63,12 +64,12 @@ class GpenRestorer:
                   check_interrupt: Callable[[], None] | None = None) -> np.ndarray:
         """(N, S, S, 3) uint8 aligned crops -> restored crops, float32 in 0..255."""
         out = np.empty(crops.shape, np.float32)
-        step = max(1, int(batch)) if self.batched else 1
+        step = max(1, int(batch))
         for s in range(0, len(crops), step):
             if check_interrupt is not None:
                 check_interrupt()
             x = (crops[s:s + step].astype(np.float32) / 127.5 - 1.0).transpose(0, 3, 1, 2)
-            y = self.session.run(None, {self.input_name: x})[0]
+            y = self.runner({self.input_name: x}, max_batch=step)[0]
             out[s:s + step] = ((np.clip(y, -1.0, 1.0) + 1.0) * 127.5).transpose(0, 2, 3, 1)
         return out
 

@@ -34,7 +34,9 @@ from ..errors import BadModelError, MissingModelError
 from ..faces.align import warp_crops
 from ..interfaces import FaceAnalyzer
 from ..types import Face, as_rgb_uint8, l2_normalise
+from .onnx_batch import BatchRun
 from .onnx_sessions import providers_for, unloadable_model
+from .scrfd_batch import batch_runner, detect_batch
 
 log = logging.getLogger("swapline")
 
@@ -64,7 +66,7 @@ class InsightFaceAnalyzer(FaceAnalyzer):
                                     "det_10g.onnx and w600k_r50.onnx.")
         self.name = pack.name
         self.pack_dir = str(pack)
-        providers = providers_for(provider)
+        providers = providers_for(provider, str(pack))
         self.detector = self.recognizer = self.genderage = self.landmarker = None
         if (pack / "manifest.json").is_file():
             self._load_manifest_pack(pack, providers)
@@ -92,6 +94,12 @@ class InsightFaceAnalyzer(FaceAnalyzer):
             model = getattr(self, attr)
             if model is not None:
                 self.providers[f"{role}:{Path(model.model_file).name}"] = list(model.session.get_providers())
+        # frame batches where the detector file takes them; faces in batches for the recogniser
+        self.det_runner = batch_runner(self.detector)
+        self.rec_runner = BatchRun(self.recognizer.session) if self.recognizer is not None else None
+        self.batching = {f"{role}:{Path(getattr(self, attr).model_file).name}": run
+                         for (role, attr), run in ((_ROLES[0], self.det_runner), (_ROLES[1], self.rec_runner))
+                         if run is not None}
         if self.recognizer is not None:
             self.recognizer_name = f"{self.name}/{Path(self.recognizer.model_file).name}"
             self.embedding_dim = int(self.recognizer.session.get_outputs()[0].shape[-1])
@@ -115,8 +123,12 @@ class InsightFaceAnalyzer(FaceAnalyzer):
     def detect(self, images: Sequence[np.ndarray], min_face: float | None = None) -> list[list[Face]]:
         # SCRFD scans fixed strides on one input size: no pyramid to cut short, min_face is moot
         out = []
-        for img in images:
-            bboxes, kpss = self.detector.detect(np.ascontiguousarray(img[:, :, ::-1]), max_num=0)
+        bgr = [np.ascontiguousarray(img[:, :, ::-1]) for img in images]
+        if self.det_runner is not None:
+            found = detect_batch(self.detector, self.det_runner, bgr, self.det_thresh)
+        else:
+            found = [self.detector.detect(img, max_num=0) for img in bgr]
+        for bboxes, kpss in found:
             faces = []
             for i in range(bboxes.shape[0]):
                 kps = kpss[i] if kpss is not None else None
@@ -167,8 +179,14 @@ class InsightFaceAnalyzer(FaceAnalyzer):
             owners.extend(fs)
         if not crops:
             return
-        feats = np.concatenate([self.recognizer.get_feat(crops[i:i + 32])
-                                for i in range(0, len(crops), 32)])
+        # ArcFaceONNX.get_feat's own preprocessing (BGR in, swapped to RGB, (x - mean) / std), batched runs
+        import cv2
+
+        rec = self.recognizer
+        m = float(rec.input_mean)
+        blob = cv2.dnn.blobFromImages(crops, 1.0 / rec.input_std, tuple(rec.input_size), (m, m, m), swapRB=True)
+        blob = np.ascontiguousarray(blob, dtype=getattr(rec, "input_dtype", np.float32))  # fp16 files take fp16
+        feats = self.rec_runner({rec.input_name: blob}, rec.output_names[:1])[0]
         for f, e in zip(owners, l2_normalise(feats)):
             f.embedding = e
 

@@ -1,26 +1,85 @@
-"""ONNX Runtime provider choice and the truth about what each session really got.
+"""ONNX Runtime provider choice, the truth about what each session really got, and batched runs.
 
 onnxruntime(-gpu) silently falls back to CPU when CUDA cannot start, so every caller reports
 ``session.get_providers()`` rather than what it asked for.
+
+Provider choices: ``auto`` (CUDA when this onnxruntime has it, else CPU), ``CPU``, ``CUDA``,
+``TensorRT`` and ``TensorRT fp16`` (onnxruntime's TensorRT EP, CUDA then CPU behind it; fp16 lets
+TensorRT build half-precision engines from an fp32 file). Building a TensorRT engine takes minutes,
+so engines are cached: a choice may carry the cache folder as ``"TensorRT:<folder>"`` (the nodes
+pass ComfyUI's user folder, ``user/swapline/trt_engines``); without one the engines are cached in
+``trt_engines/`` beside the model file.
 """
 from __future__ import annotations
 
-PROVIDER_CHOICES = ("auto", "CPU", "CUDA")
+import functools
+import logging
+import os
+
+log = logging.getLogger("swapline")
+
+PROVIDER_CHOICES = ("auto", "CPU", "CUDA", "TensorRT", "TensorRT fp16")
+TRT_PROVIDER = "TensorrtExecutionProvider"
+GPU_PROVIDERS = ("CUDAExecutionProvider", TRT_PROVIDER)
 
 
-def providers_for(choice: str) -> list[str]:
+def split_choice(choice: str) -> tuple[str, str | None]:
+    """("TensorRT fp16", "/cache") from "TensorRT fp16:/cache"; (choice, None) without a folder."""
+    name, sep, folder = choice.partition(":")
+    return (name, folder or None) if sep else (choice, None)
+
+
+def with_engine_cache(choice: str, folder: str) -> str:
+    """The choice with its TensorRT engine cache folder attached (other choices unchanged)."""
+    name, _ = split_choice(choice)
+    return f"{name}:{folder}" if name.startswith("TensorRT") else name
+
+
+def _cuda_missing(choice: str, available: list[str], provider: str = "CUDAExecutionProvider") -> RuntimeError:
+    return RuntimeError(
+        f"{choice} was requested but this onnxruntime has no {provider} "
+        f"(available: {', '.join(available)}). Install onnxruntime-gpu in place of "
+        "onnxruntime (docs/models.md#gpu-inference-onnxruntime) or choose 'auto'.")
+
+
+@functools.cache
+def _preload_cuda_libraries() -> None:
+    """onnxruntime-gpu >= 1.21 finds the CUDA/cuDNN libraries torch's wheels carry only once asked
+    (``preload_dlls``); without it a CUDA session silently falls back to CPU."""
+    import onnxruntime as ort
+
+    if hasattr(ort, "preload_dlls"):
+        try:
+            ort.preload_dlls()
+        except Exception as exc:  # a missing library: the session then reports CPU, which we show
+            log.warning("onnxruntime could not preload the CUDA libraries: %s", exc)
+
+
+def providers_for(choice: str, model_dir: str | None = None) -> list:
+    """The providers list for ``InferenceSession``: names, or (name, options) for TensorRT."""
     import onnxruntime as ort
 
     available = ort.get_available_providers()
-    if choice == "CPU":
+    if choice != "CPU" and "CUDAExecutionProvider" in available:
+        _preload_cuda_libraries()
+    name, cache = split_choice(choice)
+    if name == "CPU":
         return ["CPUExecutionProvider"]
-    if choice == "CUDA":
+    if name == "CUDA":
         if "CUDAExecutionProvider" not in available:
-            raise RuntimeError(
-                "CUDA was requested but this onnxruntime has no CUDAExecutionProvider "
-                f"(available: {', '.join(available)}). Install onnxruntime-gpu in place of "
-                "onnxruntime (docs/models.md#gpu-inference-onnxruntime) or choose 'auto'.")
+            raise _cuda_missing(name, available)
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    if name in ("TensorRT", "TensorRT fp16"):
+        if TRT_PROVIDER not in available:
+            raise _cuda_missing(name, available, TRT_PROVIDER)
+        if cache is None:
+            cache = os.path.join(os.path.abspath(model_dir or "."), "trt_engines")
+        os.makedirs(cache, exist_ok=True)
+        options = {"trt_engine_cache_enable": True, "trt_engine_cache_path": cache,
+                   "trt_fp16_enable": name == "TensorRT fp16"}
+        return [(TRT_PROVIDER, options), "CUDAExecutionProvider", "CPUExecutionProvider"]
+    if name != "auto":
+        raise ValueError(f"unknown provider choice '{choice}'; known: {', '.join(PROVIDER_CHOICES)}")
     preferred = [p for p in ("CUDAExecutionProvider",) if p in available]
     return preferred + ["CPUExecutionProvider"]
 
@@ -64,7 +123,8 @@ def unloadable_model(path: str, exc: BaseException):
 def create_session(path: str, choice: str = "auto"):
     import onnxruntime as ort
 
-    providers = providers_for(choice)  # its own clear error for a missing CUDA provider
+    # providers_for raises its own clear error for a missing CUDA/TensorRT provider
+    providers = providers_for(choice, os.path.dirname(os.path.abspath(path)))
     try:
         return ort.InferenceSession(path, sess_options=session_options(), providers=providers)
     except Exception as exc:  # onnxruntime raises several types for unreadable graphs

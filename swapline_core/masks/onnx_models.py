@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backends.cache import cached
+from ..backends.onnx_batch import BatchRun
 from ..backends.onnx_sessions import create_session
 from ..errors import BadModelError
 
@@ -31,10 +32,6 @@ def _sig(session) -> str:
             + ", ".join(f"{o.name}{o.shape}" for o in session.get_outputs()))
 
 
-def _fixed_batch(shape) -> bool:
-    return isinstance(shape[0], int) and shape[0] >= 1
-
-
 class Occluder:
     def __init__(self, path: str, provider: str = "auto"):
         self.path, self.name = path, Path(path).name
@@ -45,15 +42,13 @@ class Occluder:
             raise BadModelError(path, "it is not an XSeg occluder (expected input [N,256,256,3] and an output "
                                       f"[N,256,256,1], as FaceFusion's xseg_1/2/3.onnx; got {_sig(self.session)})")
         self.input = ins[0].name
-        self.fixed = _fixed_batch(ins[0].shape)
+        self.runner = BatchRun(self.session)
         self.providers = list(self.session.get_providers())
 
     def __call__(self, crops_rgb: np.ndarray) -> np.ndarray:
         """(N,256,256,3) uint8 RGB aligned crops -> (N,256,256) float32 "face" probability."""
         x = np.ascontiguousarray(crops_rgb[..., ::-1], dtype=np.float32) / 255.0
-        outs = [self.session.run(None, {self.input: x[i:i + 1]})[0] for i in range(len(x))] if self.fixed \
-            else [self.session.run(None, {self.input: x})[0]]
-        y = np.concatenate(outs).astype(np.float32)
+        y = self.runner({self.input: x})[0].astype(np.float32)
         y = y[..., 0] if y.shape[-1] == 1 else y[:, 0]
         return np.clip(y, 0.0, 1.0)
 
@@ -70,7 +65,7 @@ class Parser:
                                       f"output [N,19,512,512], as FaceFusion's bisenet_resnet_18/34.onnx; got "
                                       f"{_sig(self.session)})")
         self.input = ins[0].name
-        self.fixed = _fixed_batch(ins[0].shape)
+        self.runner = BatchRun(self.session)
         self.providers = list(self.session.get_providers())
 
     def __call__(self, crops_rgb: np.ndarray) -> np.ndarray:
@@ -78,9 +73,7 @@ class Parser:
         x = (crops_rgb.astype(np.float32) / 255.0 - _MEAN) / _STD
         x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         first = self.session.get_outputs()[0].name
-        outs = [self.session.run([first], {self.input: x[i:i + 1]})[0] for i in range(len(x))] if self.fixed \
-            else [self.session.run([first], {self.input: x})[0]]
-        y = np.concatenate(outs)
+        y = self.runner({self.input: x}, [first])[0]
         # torch's exporter leaves the interpolated output's dims symbolic: check them here.
         if y.shape[1:] != (PARSER_CLASSES, PARSER_SIZE, PARSER_SIZE):
             raise BadModelError(self.path, f"its first output is {list(y.shape)}, a BiSeNet face parser gives "

@@ -244,6 +244,10 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
     store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, **opts.to_json()},
                                  store_root, hooks, compute, on_records=refusals.add)
     report.extra.update(refusals.to_json())
+    batching = getattr(swapper, "batching", {})
+    if batching:  # the providers each session really got and the batch it really ran at
+        report.extra["inference"] = {name: {"providers": swapper.providers.get(name), **run.report()}
+                                     for name, run in batching.items()}
     records = swap_stage_records(swapper, faces.analyzer, opts)
     models = tuple(m for r in records for m in r.models)
     return seq.with_layer(Layer("swap", str(store.dir.parent), key, models, records)), report

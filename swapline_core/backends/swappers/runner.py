@@ -17,6 +17,7 @@ from ...faces.align import template, umeyama, warp_crops
 from ...faces.paste import crop_mask, crop_to_patch
 from ...interfaces import FaceSwapper
 from ...types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch
+from ..onnx_batch import BatchRun
 from ..onnx_sessions import create_session
 from . import pixel_boost as boost
 from .families import detect_family
@@ -72,11 +73,13 @@ class FamilySwapper(FaceSwapper):
         self.session = create_session(path, provider)
         self.spec, self.detected_by = detect_family(path, self.session, family)
         self.sig = read_signature(path, self.session)
+        self.runner = BatchRun(self.session)
         self.dtype = np.float16 if self.sig.fp16 else np.float32
         self.k = boost.boost_factor(self.spec.size, pixel_boost)
         self.crop_size = self.spec.size * self.k
         self.identity_weight = float(identity_weight)
         self.providers = {f"swapper:{Path(path).name}": list(self.session.get_providers())}
+        self.batching = {f"swapper:{Path(path).name}": self.runner}
         self.mask = family_mask(self.crop_size, self.spec.template, mask_kind, mask_erode, mask_blur)
         self.emap = _load_emap(path) if self.spec.source == "emap" else None
         self.converter_path = None
@@ -186,10 +189,8 @@ class FamilySwapper(FaceSwapper):
         src = np.repeat(sources, k * k, axis=0)
         blob = self._normalise(tiles).astype(self.dtype)
         src = src.astype(self.dtype)
-        step = len(blob) if self.sig.batched else 1
-        outs = [self.session.run(None, {self.sig.target: blob[s:s + step], self.sig.source: src[s:s + step]})[0]
-                for s in range(0, len(blob), step)]
-        return boost.merge(self._denormalise(np.concatenate(outs)), k)
+        out = self.runner({self.sig.target: blob, self.sig.source: src})[0]
+        return boost.merge(self._denormalise(out), k)
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
