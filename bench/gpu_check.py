@@ -24,6 +24,7 @@ import json
 import platform
 import shutil
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -170,7 +171,7 @@ def clips_for(cpu_fallback: bool, log=print) -> dict[str, Path]:
     return {label: media.generated_clip(120, log=log, size=size) for label, size in SIZES.items()}
 
 
-def run(cpu_fallback: bool, work: Path, names=None, variants=VARIANTS, log=print) -> dict:
+def run(cpu_fallback: bool, work: Path, names=None, variants=VARIANTS, log=print, repeats: int | None = None) -> dict:
     from devtools.standins import NAMES
     from devtools.standins.export import build, size_row
 
@@ -178,7 +179,8 @@ def run(cpu_fallback: bool, work: Path, names=None, variants=VARIANTS, log=print
     info = device_info()
     gpu = info["cuda"] and "CUDAExecutionProvider" in info["onnxruntime_providers"] and not cpu_fallback
     provider = "CUDA" if gpu else "CPU"
-    batches, repeats = (GPU_BATCHES, 10) if gpu else (CPU_BATCHES, 1)
+    batches, default_repeats = (GPU_BATCHES, 10) if gpu else (CPU_BATCHES, 1)
+    repeats = repeats or default_repeats
     log(f"gpu_check: {'GPU ' + info.get('gpu', '') if gpu else 'CPU fallback'}; stand-ins {', '.join(names)}")
     result = {"mode": "gpu" if gpu else "cpu-fallback", "device": info, "provider_asked": provider,
               "batches": list(batches), "repeats": repeats}
@@ -265,18 +267,19 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-fallback", action="store_true", help="no GPU: tiny batches and clip, code path only")
     ap.add_argument("--models", default="", help="comma-separated stand-in names (default: all)")
     ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end workflow runs")
+    ap.add_argument("--repeats", type=int, default=0, help="timed runs per batch size (default: 10 on GPU, 1 on CPU)")
     ap.add_argument("--out", default=str(OUT / "gpu_check"), help="folder for gpu_check.json and the work files")
     ap.add_argument("--doc", action="store_true", help="also write docs/measurements/gpu.md")
     args = ap.parse_args(argv)
     out = Path(args.out)
     result = run(args.cpu_fallback, out / "work", [n for n in args.models.split(",") if n] or None,
-                 () if args.no_e2e else VARIANTS)
+                 () if args.no_e2e else VARIANTS, repeats=args.repeats or None)
     from .machine import machine_info
 
     stamp = {**measurements.stamp(), "commit": machine_info().get("git_commit")}
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_check.json").write_text(json.dumps({"run": stamp, **result}, indent=1))
-    command = "scripts/gpu_check.sh" + (" --cpu-fallback" if args.cpu_fallback else "") + " --doc"
+    command = "scripts/gpu_check.sh " + " ".join(argv if argv is not None else sys.argv[1:])
     page = doc(result, stamp, command)
     (out / "gpu.md").write_text(page)
     if args.doc:

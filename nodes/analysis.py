@@ -36,7 +36,7 @@ def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_th
     path = model_paths.resolve_pack(pack)
     thresh = det_thresh or SCRFD_THRESH
     return cached("insightface-analyzer", path, (provider, det_size, thresh),
-                  lambda: InsightFaceAnalyzer(path, provider, det_size, thresh))
+                  lambda: InsightFaceAnalyzer(path, model_paths.onnx_provider(provider), det_size, thresh))
 
 
 class AnalyzerLoader(io.ComfyNode):
@@ -54,7 +54,9 @@ class AnalyzerLoader(io.ComfyNode):
                 io.Combo.Input("pack", options=[BUILTIN] + model_paths.analysis_packs(), default=BUILTIN,
                                tooltip="Analysis pack folder under models/insightface/models, or the built-in analyzer."),
                 io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
-                               tooltip="ONNX Runtime execution provider. The provider each session really got is reported."),
+                               tooltip="ONNX Runtime execution provider: auto (CUDA when onnxruntime-gpu has it, else CPU), CPU, CUDA, "
+                                       "TensorRT or TensorRT fp16 (engines built once, cached in user/swapline/trt_engines). "
+                                       "The provider each session really got and its batch size are reported."),
                 io.Int.Input("det_size", default=640, min=160, max=1280, step=32,
                              tooltip="Detector input size (square). 640 is the classic InsightFace setting."),
                 io.Float.Input("det_thresh", default=0.0, min=0.0, max=0.99, step=0.01,

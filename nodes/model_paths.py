@@ -125,6 +125,18 @@ def swapline_cache_dir() -> str:
     return path
 
 
+def onnx_provider(choice: str) -> str:
+    """A provider choice as the core takes it: TensorRT engines are cached in ComfyUI's user folder
+    (user/swapline/trt_engines), built once per model, GPU and settings, kept across restarts."""
+    from ..swapline_core.backends.onnx_sessions import with_engine_cache
+
+    if not choice.startswith("TensorRT"):
+        return choice
+    path = os.path.join(folder_paths.get_user_directory(), "swapline", "trt_engines")
+    os.makedirs(path, exist_ok=True)
+    return with_engine_cache(choice, path)
+
+
 # Any absolute path left after the known roots are replaced: only its last part is shown.
 _ABSOLUTE = re.compile(r"(?<![\w.:/~\0-])(?:/[\w.+@-]+)+/([\w.+@-]+)")
 

@@ -67,7 +67,7 @@ def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, ma
     path = resolve_swapper(name)
     boost = 0 if pixel_boost in ("off", "", None) else int(pixel_boost)
     sw = cached("family-swapper", path, settings, lambda: FamilySwapper(
-        path, provider, mask_kind, mask_erode, mask_blur, family=family, pixel_boost=boost,
+        path, model_paths.onnx_provider(provider), mask_kind, mask_erode, mask_blur, family=family, pixel_boost=boost,
         identity_weight=identity_weight, converter_dirs=[d for n in model_paths.SWAPPER_FOLDERS
                                                          for d in model_paths.folders(n)]))
     if commercial_only:
@@ -106,7 +106,9 @@ class SwapperLoader(io.ComfyNode):
                                tooltip="Swapper model file (models/insightface, hyperswap/, reswapper/, facefusion/), "
                                        "or the built-in classical swapper."),
                 io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
-                               tooltip="ONNX Runtime execution provider (neural swappers)."),
+                               tooltip="ONNX Runtime execution provider: auto (CUDA when onnxruntime-gpu has it, else CPU), CPU, CUDA, "
+                                       "TensorRT or TensorRT fp16 (engines built once, cached in user/swapline/trt_engines). "
+                                       "Neural swappers only. The provider each session really got and its batch size are reported."),
                 io.Combo.Input("mask", options=list(MASK_KINDS), default="ellipse",
                                tooltip="Shape of the paste-back mask in the aligned crop."),
                 io.Float.Input("mask_erode", default=0.0, min=0.0, max=0.3, step=0.005,

@@ -6,7 +6,8 @@ run item by item, and the report says so, so "batch 32" is never claimed for a f
 take it. On CUDA/TensorRT sessions inputs and outputs are bound through onnxruntime's IO binding
 (one host-to-device copy per input, outputs fetched once after the run) instead of ``run``'s
 per-call staging; on CPU plain ``run`` is used unless binding is asked for (tests compare both).
-Results are concatenated in item order, so callers see one array per output whatever the slicing.
+Results are concatenated in item order, so callers see one array per output whatever the slicing;
+half-precision graphs get their inputs cast to fp16 and give float32 back.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class BatchRun:
         first = (session.get_providers() or ["CPUExecutionProvider"])[0]
         self.device = "cuda" if first in GPU_PROVIDERS else "cpu"
         self.io_binding = self.device == "cuda" if io_binding is None else bool(io_binding)
+        # fp16 files (inswapper_128_fp16, FaceFusion's *_fp16) take half inputs: callers hand float32
+        self.half_inputs = {i.name for i in inputs if "float16" in (i.type or "")}
         self.runs = 0
         self.items = 0
         self.largest = 0
@@ -45,8 +48,9 @@ class BatchRun:
         names = list(outputs) if outputs else [o.name for o in self.session.get_outputs()]
         parts = []
         for s in range(0, n, step):
-            part = {k: np.ascontiguousarray(v[s:s + step]) for k, v in feeds.items()}
-            parts.append(self._run(part, names))
+            part = {k: np.ascontiguousarray(v[s:s + step], np.float16 if k in self.half_inputs else None)
+                    for k, v in feeds.items()}
+            parts.append([y.astype(np.float32) if y.dtype == np.float16 else y for y in self._run(part, names)])
             self.runs += 1
             self.items += min(step, n - s)
             self.largest = max(self.largest, min(step, n - s))
