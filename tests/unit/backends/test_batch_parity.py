@@ -127,3 +127,24 @@ def test_provider_choices(tmp_path):
                         "trt_fp16_enable": True}
     with pytest.raises(ValueError, match="unknown provider choice"):
         providers_for("ROCm")
+
+
+def test_batched_68_point_landmarks_equal_insightface_landmark_get(tmp_path, standins):
+    from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
+
+    an = InsightFaceAnalyzer(str(_pack(tmp_path, standins, exact_detector=False)), "CPU", 640, 0.5)
+    frames = [rgb(insightface_image(T1)), rgb(insightface_image(HANKS))]
+    faces = an.detect(frames)
+    an.landmarks68(frames, faces)
+    n = sum(len(f) for f in faces)
+    assert n >= 5 and an.batching["landmarks:1k3d68.onnx"].largest == n
+    for img, fs in zip(frames, faces):
+        bgr = np.ascontiguousarray(img[:, :, ::-1])
+        for f in fs:
+            ref = an.landmarker.get(bgr, _Face(bbox=np.asarray(f.bbox, np.float32)))[-68:, :2]
+            np.testing.assert_allclose(f.landmarks, ref, atol=1e-3)
+
+
+class _Face(dict):
+    """insightface's Face: a dict whose keys are also attributes (what Landmark.get reads and writes)."""
+    __getattr__ = dict.__getitem__
