@@ -223,6 +223,9 @@ def doc(result: dict, stamp: dict, command: str) -> str:
                      f"{r['params_ratio']} | {r['gflops']} ({conv}) | {r['published_gflops'] or 'not published'} |")
     lines += ["", "Where each published figure comes from:"]
     lines += [f"- {r['name']}: {r['source']}" for r in result["standins"]]
+    notes = [(r["name"], n) for r in result["standins"] for n in r.get("notes") or ()]
+    if notes:
+        lines += ["", "Notes:"] + [f"- {name}: {n}" for name, n in notes]
     approx = [(r["name"], r["approximated"]) for r in result["standins"] if r["approximated"]]
     if approx:
         lines += ["", "What is approximated:"] + [f"- {n}: {a}" for n, a in approx]
@@ -238,6 +241,13 @@ def doc(result: dict, stamp: dict, command: str) -> str:
         lines.append(f"| {r['name']} | {shape} | {per_batch}"
                      + f" | {r['batch_gain']}{fixed} | {', '.join(r['providers'])} | {r['io_binding']} | "
                        f"{r['gpu_used_mb'] if r['gpu_used_mb'] is not None else 'n/a'} |")
+    slower = [f"{r['name']} {r['batch_gain']}" for r in result["models"] if r["batch_gain"] and r["batch_gain"] < 1]
+    lines += ["", "Batch gain = ms per item at batch 1 / at the largest batch (>= 1: batching costs nothing). "
+                  + (f"Below 1 in this run: {', '.join(slower)}." if slower
+                     else "At least 1 for every model in this run.")
+              + ("" if gpu else " On CPU onnxruntime already spreads each operator over the cores, so a batch "
+                                "has little to win; differences of a few percent are within this machine's "
+                                "run-to-run noise.")]
     if result.get("end_to_end"):
         lines += ["", "## End to end: workflows/api/video_swap.json through a real ComfyUI", "",
                   "| clip / variant | frames | wall s | fps | QA share | peak RSS MB | device memory in use MB |",

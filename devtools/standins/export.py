@@ -2,7 +2,7 @@
 
 ``python -m devtools.standins.export OUT_DIR [name ...]`` writes ``OUT_DIR/<name>.onnx`` and
 prints parameters and FLOPs against the published ones. Files are exported once into
-``tests/.cache/standins/v<VERSION>`` (fp32, dynamic batch axis on every input and output) and
+``tests/.cache/standins/v<VERSION>/<name>/`` (fp32, dynamic batch axis on every input and output) and
 hard-linked from there. The INSwapper stand-in gets the 512x512 ``emap`` appended as its last
 initializer, where insightface and our loader read it, so it loads as an INSwapper file.
 """
@@ -58,18 +58,16 @@ def export(name: str, path: Path, half: bool = False) -> None:
 
 
 def build(names=NAMES, cache: Path = DEFAULT_CACHE) -> dict[str, Path]:
-    """{name: cached fp32 ONNX path}, exporting what is missing."""
-    files = {n: f"{n}.onnx" for n in names}
-    builders = {n: (lambda p, n=n: export(n, p)) for n in names}
-    build_cached(cache / "-".join(sorted(names)) if tuple(names) != NAMES else cache / "all", files, builders)
-    root = cache / "-".join(sorted(names)) if tuple(names) != NAMES else cache / "all"
-    return {n: root / rel for n, rel in files.items()}
+    """{name: cached fp32 ONNX path}, exporting what is missing (one cache folder per model)."""
+    out = {}
+    for n in names:
+        build_cached(cache / n, {n: f"{n}.onnx"}, {n: lambda p, n=n: export(n, p)})
+        out[n] = cache / n / f"{n}.onnx"
+    return out
 
 
 def link(out_dir: Path, names=NAMES) -> dict[str, Path]:
-    paths = build(names)
-    root = next(iter(paths.values())).parent
-    return link_all(root, {n: p.name for n, p in paths.items()}, out_dir)
+    return {n: link_all(p.parent, {n: p.name}, out_dir)[n] for n, p in build(names).items()}
 
 
 def size_row(name: str, with_flops: bool = True) -> dict:
@@ -80,7 +78,8 @@ def size_row(name: str, with_flops: bool = True) -> dict:
     n = parameters(model)
     row = {"name": name, "role": spec.role, "params": n, "published_params": spec.published_params,
            "params_ratio": round(n / spec.published_params, 5), "published_gflops": spec.published_gflops,
-           "flops_convention": spec.flops_convention, "source": spec.source, "approximated": spec.approximated}
+           "flops_convention": spec.flops_convention, "source": spec.source, "approximated": spec.approximated,
+           "notes": list(spec.notes)}
     if with_flops:
         f = flops(model, example_inputs(spec, batch=1))
         row["gflops"] = round(f["gmacs"] if spec.flops_convention == "MACs" else f["gflops"], 3)
