@@ -39,6 +39,23 @@ class StandIn:
 NAMES = ("arcface_r50", "scrfd_10g_kps", "inswapper_128", "ghost_aei_256", "gfpgan_v1_4", "gpen_bfr_512")
 
 
+def randomise_norms(model) -> None:
+    """Fresh BatchNorm layers are identities: give them non-trivial statistics (fixed seed) so a
+    random network's activations stay finite and varied (timing does not depend on it, the
+    batch-parity checks do)."""
+    import torch
+    from torch import nn
+
+    g = torch.Generator().manual_seed(1)
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            n = m.num_features
+            m.weight.data = 0.5 + 0.5 * torch.rand(n, generator=g)
+            m.bias.data = 0.1 * torch.randn(n, generator=g)
+            m.running_mean.copy_(0.1 * torch.randn(n, generator=g))
+            m.running_var.copy_(1.0 + torch.rand(n, generator=g))
+
+
 def module(name: str):
     if name not in NAMES:
         raise KeyError(f"unknown stand-in '{name}'; known: {', '.join(NAMES)}")

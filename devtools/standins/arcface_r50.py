@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import StandIn
+from . import StandIn, randomise_norms
 
 SPEC = StandIn(
     name="arcface_r50",
@@ -97,21 +97,8 @@ class IResNet50(nn.Module):
         return self.features(self.fc(self.dropout(x)))
 
 
-def _randomise_norms(model: nn.Module) -> None:
-    # Fresh BN layers are identities; give them non-trivial statistics so the random network's
-    # activations stay finite and varied (timing does not depend on it, parity checks do).
-    g = torch.Generator().manual_seed(1)
-    for m in model.modules():
-        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
-            n = m.num_features
-            m.weight.data = 0.5 + 0.5 * torch.rand(n, generator=g)
-            m.bias.data = 0.1 * torch.randn(n, generator=g)
-            m.running_mean.copy_(0.1 * torch.randn(n, generator=g))
-            m.running_var.copy_(1.0 + torch.rand(n, generator=g))
-
-
 def build() -> nn.Module:
     torch.manual_seed(0)
     model = IResNet50()
-    _randomise_norms(model)
+    randomise_norms(model)
     return model.eval()

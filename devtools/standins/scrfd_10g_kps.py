@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import StandIn
+from . import StandIn, randomise_norms
 
 SPEC = StandIn(
     name="scrfd_10g_kps",
@@ -162,20 +162,8 @@ class SCRFD10GKPS(nn.Module):
         return tuple(o[k] for k in range(3) for o in outs)   # scores..., boxes..., kps...
 
 
-def _randomise_norms(model: nn.Module) -> None:
-    # Non-trivial BN statistics so the random network's activations stay finite and varied.
-    g = torch.Generator().manual_seed(1)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.weight.data = 0.5 + 0.5 * torch.rand(n, generator=g)
-            m.bias.data = 0.1 * torch.randn(n, generator=g)
-            m.running_mean.copy_(0.1 * torch.randn(n, generator=g))
-            m.running_var.copy_(1.0 + torch.rand(n, generator=g))
-
-
 def build() -> nn.Module:
     torch.manual_seed(0)
     model = SCRFD10GKPS()
-    _randomise_norms(model)
+    randomise_norms(model)
     return model.eval()
