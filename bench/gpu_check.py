@@ -158,7 +158,8 @@ def run_e2e(clips: dict[str, Path], variants, models: Path, work: Path, gpu: boo
             s = server_job.summarize(r)
             out[key] = {"frames": s["frames"], "wall_s": s["wall_s"], "fps": round(s["frames"] / s["wall_s"], 3),
                         "qa_share": s["qa_share"], "stage_seconds": s["stage_seconds"],
-                        "peak_rss_mb": s["peak_rss_mb"], "gpu_used_mb": _gpu_used_mb()}
+                        "peak_rss_mb": s["peak_rss_mb"], "gpu_used_mb": _gpu_used_mb(),
+                        "swap_inference": r.get("swap_inference")}
             log(f"gpu_check: {key}: {out[key]['fps']} fps")
     return out
 
@@ -250,11 +251,15 @@ def doc(result: dict, stamp: dict, command: str) -> str:
                                 "run-to-run noise.")]
     if result.get("end_to_end"):
         lines += ["", "## End to end: workflows/api/video_swap.json through a real ComfyUI", "",
-                  "| clip / variant | frames | wall s | fps | QA share | peak RSS MB | device memory in use MB |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| clip / variant | frames | wall s | fps | QA share | swapper session, largest batch | "
+                  "peak RSS MB | device memory in use MB |",
+                  "|---|---|---|---|---|---|---|---|"]
         for k, r in result["end_to_end"].items():
-            lines.append(f"| {k} | {r['frames']} | {r['wall_s']} | {r['fps']} | {r['qa_share']} | {r['peak_rss_mb']} | "
-                         f"{r['gpu_used_mb'] if r['gpu_used_mb'] is not None else 'n/a'} |")
+            inf = next(iter((r.get("swap_inference") or {}).values()), {})
+            session = f"{(inf.get('providers') or ['?'])[0]}, batch {inf.get('largest_batch_run')}"
+            gpu_mb = r["gpu_used_mb"] if r["gpu_used_mb"] is not None else "n/a"
+            lines.append(f"| {k} | {r['frames']} | {r['wall_s']} | {r['fps']} | {r['qa_share']} | {session} | "
+                         f"{r['peak_rss_mb']} | {gpu_mb} |")
         lines += ["", "Models: inswapper_128 and w600k_r50 stand-ins (exact size), GFPGANv1.4.pth of the real size, "
                       "and the test suite's detector (MTCNN's O-Net in SCRFD form, not SCRFD-10G's cost) and "
                       "68-point landmark stand-ins; random swap weights make noise faces, so QA rejects them "

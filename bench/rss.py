@@ -189,6 +189,7 @@ def run_workflow(label: str, clip: Path, work: Path, *, workflow: Path = WORKFLO
               "rss_samples": len(sampler.samples), "rss_timeline_mb": sampler.timeline(),
               "node_seconds": {k: round(v, 3) for k, v in clock.seconds.items()},
               "frames_with_face": track.get("frames_with_face"), "tracker": track.get("tracker"),
+              "swap_inference": swap.get("inference"),     # ONNX swappers: providers really got, batch used
               "qa": {"decision": qa.get("decision"), "sample_every": qa_report.get("sample_every"),
                      "seconds": qa_report.get("seconds"), "summary": qa.get("summary"),
                      "reverted_frames": len(qa_report.get("reverted_frames") or []),
