@@ -200,10 +200,48 @@ def face_detail(img: np.ndarray, l68: np.ndarray) -> float | None:
     return float(np.abs(cv2.Laplacian(grey, cv2.CV_32F, ksize=3))[inner].mean())
 
 
+def forehead_step(img: np.ndarray, l68: np.ndarray) -> float | None:
+    """The sharpest brightness step on the forehead: the 98th percentile of the grey image's gradient
+    (smoothed over 1 % of the face size, so grain and pores do not count) in the band from just above
+    the brows up by a quarter of the brow-to-chin height, between the brows' peaks. Smooth skin
+    reads low; a paste whose forehead is a patchwork (a lighter patch of the target's skin where the
+    source's hair was cut out, a hard line across it) reads high. Hair across the forehead reads high
+    on the input as well, which is why the scorer reports the delivered face's over the input's."""
+    pts = np.asarray(l68, np.float32)
+    brows = pts[19:25]          # from one brow's peak to the other's: the hair at the temples stays out
+    chin = pts[8]
+    up = pts[17:27].mean(0) - chin
+    height = float(np.linalg.norm(up))
+    if height < 16:
+        return None
+    up /= height
+    side = np.array([-up[1], up[0]], np.float32)
+    lo = brows + up * 0.06 * height
+    hi = brows + up * 0.25 * height
+    poly = np.concatenate([lo[np.argsort(lo @ side)], hi[np.argsort(-(hi @ side))]])
+    x0, y0 = np.floor(poly.min(0)).astype(int) - 3
+    x1, y1 = np.ceil(poly.max(0)).astype(int) + 4
+    h, w = img.shape[:2]
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if x1 - x0 < 8 or y1 - y0 < 4:
+        return None
+    grey = cv2.cvtColor(np.ascontiguousarray(img[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    grey = cv2.GaussianBlur(grey, (0, 0), max(0.7, 0.01 * height))
+    band = np.zeros(grey.shape, np.uint8)
+    cv2.fillPoly(band, [np.rint(poly - (x0, y0)).astype(np.int32)], 1)
+    if band.sum() < 16:
+        return None
+    mag = np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3), cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)) / 8.0
+    return float(np.percentile(mag[band > 0], 98))
+
+
+FOREHEAD_FLOOR = 1.0   # grey levels per pixel: an input forehead smoother than this counts as this smooth
+
+
 def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source_emb) -> dict:
     """Mouth-opening correlation and identity on the frames whose tracked face was delivered swapped
     (kept frames would score the target against itself), matched to the scorer's face there."""
-    t_open, r_open, dists, detail = [], [], [], []
+    t_open, r_open, dists, detail, step = [], [], [], [], []
     for p in ps:
         if p["outcome"] != "delivered":
             continue
@@ -223,6 +261,9 @@ def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source
         dt, dr = face_detail(truth.frames[i], lt), face_detail(delivered[i], lt)
         if dt and dr is not None:
             detail.append(dr / dt)
+        ft, fr = forehead_step(truth.frames[i], lt), forehead_step(delivered[i], lt)
+        if ft is not None and fr is not None:
+            step.append(fr / max(ft, FOREHEAD_FLOOR))
         if source_emb is not None and score.yaw_ratio(lt) < FRONTAL:
             e, et = score.embedding(delivered[i], ro), truth.embedding(i, rt)
             dists.append((float(np.linalg.norm(e - source_emb)), float(np.linalg.norm(e - et)),
@@ -236,6 +277,9 @@ def scored(truth: ClipTruth, delivered: list[np.ndarray], ps: list[dict], source
             # fine detail of the delivered face over the input's, same place (1: as sharp; a small
             # source's upscaled face smears pores, lashes and grain: the "mask-like" look)
             "detail_ratio": round(float(np.median(detail)), 3) if detail else None,
+            # the sharpest step on the delivered forehead over the input's (1: as smooth; a patchwork
+            # forehead, e.g. the target's lit skin showing where the source's hair was cut, reads > 1)
+            "forehead_step": round(float(np.median(step)), 3) if step else None,
             "toward_source": float(np.mean(d[:, 0] < d[:, 2])) if d is not None else None,
             "moved_to_source": float(np.mean(d[:, 0] < d[:, 1])) if d is not None else None,
             "identity_distances": [round(float(v), 3) for v in np.median(d, axis=0)] if d is not None else None}

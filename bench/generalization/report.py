@@ -77,7 +77,7 @@ def _reasons(d: dict, n: int = 3) -> str:
 
 COLUMNS = ("clip", "source", "pairs (eligible)", "yield", "refused", "refused by reason", "QA-failed",
            "QA-failed by reason", "bridged", "kept original (segment)", "identity_switches", "mouth_open_corr",
-           "detail_ratio", "off-face frames", "toward_source", "moved_to_source",
+           "detail_ratio", "forehead_step", "off-face frames", "toward_source", "moved_to_source",
            "d(res,src) / d(res,tgt) / d(tgt,src)")
 
 
@@ -88,6 +88,7 @@ def _cells(clip: str, src: str, r: dict) -> list[str]:
             _f(r.get("bridged")) + (f" ({_reasons(r['bridged_by_reason'])})" if r.get("bridged_by_reason") else ""),
             _f(r.get("reverted_other_face")), str(r["identity_switches"]),
             _f(r["mouth_open_corr"]) + ("" if r.get("mouth_moves") else " (static mouth)"), _f(r.get("detail_ratio")),
+            _f(r.get("forehead_step")),
             f"{r['off_face_frames']}" + (f" ({r['off_face_unjudged']} not judged)" if r["off_face_unjudged"] else ""),
             _f(r["toward_source"]), _f(r["moved_to_source"]),
             " / ".join(f"{v:.3f}" for v in d) if d else "n/a"]
@@ -105,7 +106,8 @@ def markdown(g: dict) -> list[str]:
              f"{_f(s['mouth_open_corr'])} (the {s.get('mouth_runs')} runs whose target mouth moves), "
              f"toward_source {_f(s['toward_source'])}, moved_to_source "
              f"{_f(s['moved_to_source'])}, detail_ratio {_f(s.get('detail_ratio'))} (worst run "
-             f"{_f(s.get('detail_ratio_min'))}); off-face paste frames in all runs: {s['off_face_frames_total']}; "
+             f"{_f(s.get('detail_ratio_min'))}), forehead_step {_f(s.get('forehead_step'))} (worst run "
+             f"{_f(s.get('forehead_step_max'))}); off-face paste frames in all runs: {s['off_face_frames_total']}; "
              f"occluder pixels kept, worst shape: {_f(s['occluder_kept_min'])}.", ""]
     worst = sorted(s["per_clip"].items(), key=lambda kv: (kv[1]["yield"] is None, kv[1]["yield"] or 0))
     lines += ["## Per clip (medians over the sources)", "",
@@ -150,6 +152,11 @@ METHOD = (
     "`detail_ratio` = median over those frames of the delivered face's fine detail over the input's, at the "
     "input's 68 points (mean absolute Laplacian of grey inside their hull shrunk by a tenth; 1: as detailed, "
     "below: smeared, no target yet: a small source's upscaled face reads low); "
+    "`forehead_step` = median over those frames of the sharpest brightness step on the delivered forehead over the "
+    "input's (98th percentile of the grey gradient, smoothed over 1 % of the face, in the band 0.06-0.25 of the "
+    "brow-to-chin height above the input's brows, between the brows' peaks; the input's floored at 1 grey level per "
+    "pixel): 1 as smooth as the input, above 1 a patchwork forehead such as the target's lit skin showing where the "
+    "source's hair was cut out (no target yet: a reading of a defect seen on the strips, not a gate); "
     "`toward_source` = frontal "
     "frames where d(result, source) < d(target, source); `moved_to_source` = d(result, source) < d(result, target). "
     "`off-face frames`: frames whose change (> 8/255) outside every scorer face box (+ forehead, + 10 %; a frame "

@@ -92,7 +92,8 @@ def _clip_runs(server: Server, name: str, path: Path, count: int, sources, strip
             zooms = [report.zoom_box([f.bbox for f in res["faces"][i]], frames[i].shape) for i in picks]
         rows_out.append((src.name, [res["frames"][i] for i in picks]))
         log(f"generalization: {name} x {src.name}: yield {row['yield']} switches {row['identity_switches']} "
-            f"mouth {row['mouth_open_corr']} detail {row.get('detail_ratio')} off-face {row['off_face_frames']} "
+            f"mouth {row['mouth_open_corr']} detail {row.get('detail_ratio')} "
+            f"forehead {row.get('forehead_step')} off-face {row['off_face_frames']} "
             f"toward {row['toward_source']} "
             f"({row['seconds']} s: {row['stage_s']})")
     report.strip(strips / f"{name}.png", name, [frames[i] for i in picks], rows_out, picks, zooms)
@@ -167,6 +168,9 @@ def summarize(runs: dict, occl: dict) -> dict:
             "detail_ratio": med("detail_ratio"),
             "detail_ratio_min": min((r["detail_ratio"] for r in rows if r.get("detail_ratio") is not None),
                                     default=None),
+            "forehead_step": med("forehead_step"),
+            "forehead_step_max": max((r["forehead_step"] for r in rows if r.get("forehead_step") is not None),
+                                     default=None),
             "off_face_frames_total": sum(r["off_face_frames"] for r in rows),
             "occluder_kept_min": min((r["occluder_kept"] for r in occl.values() if r.get("occluder_kept") is not None),
                                      default=None),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench import generalization
@@ -22,7 +23,8 @@ REPO = Path(__file__).resolve().parents[3]
 
 ROW_KEYS = {"tracked_pairs", "eligible_pairs", "yield", "refused", "qa_failed", "refused_by_reason",
             "qa_failed_by_reason", "bridged_by_reason", "identity_switches", "off_face_frames", "mouth_open_corr",
-            "toward_source", "moved_to_source", "identity_distances", "qa_decision", "seconds", "detail_ratio"}
+            "toward_source", "moved_to_source", "identity_distances", "qa_decision", "seconds", "detail_ratio",
+            "forehead_step"}
 FINITE = ("yield", "refused", "qa_failed", "identity_switches", "off_face_frames", "mouth_open_corr",
           "toward_source", "moved_to_source", "detail_ratio")
 
@@ -85,6 +87,28 @@ def test_face_detail_reads_a_smeared_face_lower():
     assert sharp is not None and sharp > 0
     assert soft < 0.6 * sharp, (soft, sharp)
     assert metrics.face_detail(frame.copy(), l68) == sharp
+
+
+def test_forehead_step_reads_a_patch_on_the_forehead_higher():
+    """The scorer's forehead_step: a lighter patch with a hard edge pasted on the forehead (what the
+    target's lit skin showing through a cut-out gives) reads higher than the unchanged face, which
+    reads exactly as it did."""
+    from swapline_core.video.read import iter_frames
+
+    frame = next(f for _, f in iter_frames(REPO / "assets" / "samples" / "kling_avatar_clip.mp4"))
+    from bench.quality import score
+
+    l68 = score.landmarks(frame, score.hog(frame, 1)[0])
+    before = metrics.forehead_step(frame, l68)
+    assert before is not None and before > 0
+    patched = frame.copy()
+    up = l68[17:27].mean(0) - l68[8]
+    cx, cy = (l68[17:27].mean(0) + 0.15 * up).astype(int)       # the middle of the measured band
+    half = max(3, int(0.06 * np.linalg.norm(up)))
+    patched[cy - half:cy + half, cx - 2 * half:cx + 2 * half] = np.clip(
+        patched[cy - half:cy + half, cx - 2 * half:cx + 2 * half].astype(int) + 40, 0, 255).astype(np.uint8)
+    assert metrics.forehead_step(patched, l68) > 1.5 * before
+    assert metrics.forehead_step(frame.copy(), l68) == before
 
 
 def test_reason_categories_drop_the_numbers():
