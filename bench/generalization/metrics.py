@@ -180,19 +180,27 @@ def off_face(truth: ClipTruth, delivered: list[np.ndarray]) -> dict:
     return {"off_face_frames": len(bad), "off_face_list": bad, "off_face_unjudged": unjudged}
 
 
+def _grey_around(img: np.ndarray, pts: np.ndarray, pad: int, min_h: int) -> tuple[np.ndarray, tuple] | None:
+    """(float grey crop around ``pts`` + ``pad`` px, its top-left corner), None when it is under 8 x ``min_h``."""
+    x0, y0 = np.floor(pts.min(0)).astype(int) - pad
+    x1, y1 = np.ceil(pts.max(0)).astype(int) + pad + 1
+    h, w = img.shape[:2]
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if x1 - x0 < 8 or y1 - y0 < min_h:
+        return None
+    return cv2.cvtColor(np.ascontiguousarray(img[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32), (x0, y0)
+
+
 def face_detail(img: np.ndarray, l68: np.ndarray) -> float | None:
     """Mean absolute Laplacian of the grey image over the inner face (the hull of the 68 points shrunk
     by a tenth of its size): how much fine detail (pores, lashes, lip lines, grain) the face holds."""
     pts = np.asarray(l68, np.float32)
-    x0, y0 = np.floor(pts.min(0)).astype(int) - 2
-    x1, y1 = np.ceil(pts.max(0)).astype(int) + 3
-    h, w = img.shape[:2]
-    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
-    if x1 - x0 < 8 or y1 - y0 < 8:
+    crop = _grey_around(img, pts, 2, 8)
+    if crop is None:
         return None
-    grey = cv2.cvtColor(np.ascontiguousarray(img[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    grey, corner = crop
     hull = np.zeros(grey.shape, np.uint8)
-    cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(pts - (x0, y0)).astype(np.int32)), 1)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(pts - corner).astype(np.int32)), 1)
     g = max(1, round(0.1 * np.sqrt(hull.sum())))
     inner = cv2.erode(hull, np.ones((2 * g + 1, 2 * g + 1), np.uint8)) > 0
     if inner.sum() < 16:
@@ -219,16 +227,13 @@ def forehead_step(img: np.ndarray, l68: np.ndarray) -> float | None:
     lo = brows + up * 0.06 * height
     hi = brows + up * 0.25 * height
     poly = np.concatenate([lo[np.argsort(lo @ side)], hi[np.argsort(-(hi @ side))]])
-    x0, y0 = np.floor(poly.min(0)).astype(int) - 3
-    x1, y1 = np.ceil(poly.max(0)).astype(int) + 4
-    h, w = img.shape[:2]
-    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
-    if x1 - x0 < 8 or y1 - y0 < 4:
+    crop = _grey_around(img, poly, 3, 4)
+    if crop is None:
         return None
-    grey = cv2.cvtColor(np.ascontiguousarray(img[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    grey, corner = crop
     grey = cv2.GaussianBlur(grey, (0, 0), max(0.7, 0.01 * height))
     band = np.zeros(grey.shape, np.uint8)
-    cv2.fillPoly(band, [np.rint(poly - (x0, y0)).astype(np.int32)], 1)
+    cv2.fillPoly(band, [np.rint(poly - corner).astype(np.int32)], 1)
     if band.sum() < 16:
         return None
     mag = np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3), cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)) / 8.0
