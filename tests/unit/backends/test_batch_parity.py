@@ -11,6 +11,7 @@ exact-size stand-ins (devtools/standins; random weights, real architectures):
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,10 @@ def _pack(tmp_path: Path, standins, exact_detector: bool) -> Path:
     swaps = {"recognizer": "arcface_r50", **({"detector": "scrfd_10g_kps"} if exact_detector else {})}
     for role, name in swaps.items():
         files[role].unlink()              # a hard link into the synthetic cache: replace, never write
-        os.link(standins[name], files[role])
+        try:
+            os.link(standins[name], files[role])
+        except OSError:                   # tmp_path on another file system than the cache
+            shutil.copy(standins[name], files[role])
     return files["detector"].parent
 
 
