@@ -38,6 +38,7 @@ def test_gpu_check_cpu_fallback_runs_every_section(tmp_path):
         assert v["frames"] == 8 and v["fps"] > 0, (k, v)
         session = v["swap_inference"]["swapper:inswapper_128.onnx"]      # the swap stage's own report
         assert session["providers"][0] == "CPUExecutionProvider" and session["largest_batch_run"] >= 1
+        assert v["server_gpu_peak_mb"] is None          # no GPU: no figure rather than a made-up 0
     assert e2e["sample8/swap+qa"]["qa_share"] > 0
     assert e2e["sample8/swap"]["qa_share"] is None
     page = (out / "gpu.md").read_text()
