@@ -91,8 +91,6 @@ class Signature:
     target_shape: tuple
     source_shape: tuple
     output_shape: tuple
-    batched: bool                   # batch dimension dynamic
-    fp16: bool
 
     def text(self) -> str:
         return (f"{self.target}{list(self.target_shape)}, {self.source}{list(self.source_shape)} -> "
@@ -116,9 +114,7 @@ def read_signature(path: str, session) -> Signature:
         t, s = (ins[0], ins[1]) if names[0] == "target" else (ins[1], ins[0])
     else:
         t, s = ins[0], ins[1]
-    batch = t.shape[0] if t.shape else None
-    return Signature(t.name, s.name, tuple(t.shape), tuple(s.shape), tuple(outs[0].shape),
-                     not isinstance(batch, int) or batch < 1, "float16" in t.type)
+    return Signature(t.name, s.name, tuple(t.shape), tuple(s.shape), tuple(outs[0].shape))
 
 
 def _square(shape: tuple) -> int | None:

@@ -74,7 +74,6 @@ class FamilySwapper(FaceSwapper):
         self.spec, self.detected_by = detect_family(path, self.session, family)
         self.sig = read_signature(path, self.session)
         self.runner = BatchRun(self.session)
-        self.dtype = np.float16 if self.sig.fp16 else np.float32
         self.k = boost.boost_factor(self.spec.size, pixel_boost)
         self.crop_size = self.spec.size * self.k
         self.identity_weight = float(identity_weight)
@@ -186,10 +185,9 @@ class FamilySwapper(FaceSwapper):
         """Aligned uint8 crops (M, K*s, K*s, 3) and one source row per crop -> swapped float crops."""
         k = self.k
         tiles = boost.split(crops, k)
-        src = np.repeat(sources, k * k, axis=0)
-        blob = self._normalise(tiles).astype(self.dtype)
-        src = src.astype(self.dtype)
-        out = self.runner({self.sig.target: blob, self.sig.source: src})[0]
+        src = np.repeat(sources, k * k, axis=0).astype(np.float32, copy=False)
+        # fp16 files: BatchRun feeds their half-precision inputs and hands float32 back
+        out = self.runner({self.sig.target: self._normalise(tiles), self.sig.source: src})[0]
         return boost.merge(self._denormalise(out), k)
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
