@@ -213,8 +213,12 @@ class ClassicalSwapper(FaceSwapper):
             skin_info = forehead_skin(patch_f, hard, dst68 - origin, size) if self.forehead > 0 else None
             feathered = warped
             warped = seamless(warped, patch, inner)
-            warped = forehead_edge(warped, patch_f, hard, size, skin_info)
             warped, drift = clone_drift(warped, feathered, patch_f, target_skin)
+            # On what is pasted (the clone, or the plain warp where clone_drift chose it), from
+            # the pasted area's edge: the hull's and that of a hole cut for the source's hair,
+            # where the target's own lit forehead shows through.
+            pasted = hard if keep is None else (hard & (keep[..., 0] > 0.5)).astype(np.uint8)
+            warped = forehead_edge(warped, patch_f, hard, size, skin_info, pasted)
         if self.expression:
             # Teeth, tongue and the dark of an open mouth are the target's (the source is usually
             # a closed-mouth photo: its lips would be stretched over the gap).

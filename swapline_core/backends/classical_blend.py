@@ -65,8 +65,12 @@ def forehead_skin(patch: np.ndarray, hull: np.ndarray, pts68: np.ndarray, size: 
 
 
 def forehead_edge(cloned: np.ndarray, patch: np.ndarray, hull: np.ndarray, size: float,
-                   skin_info) -> np.ndarray:
-    """Bring the cloned forehead's low frequencies to the target's skin near the band's edge.
+                   skin_info, pasted: np.ndarray | None = None) -> np.ndarray:
+    """Bring the pasted forehead's low frequencies to the target's skin near the edge of what is
+    pasted (``pasted``, default the hull): the band's edge, and that of a hole cut for the
+    source's hair, where the target's own lit forehead shows through. Runs on what is pasted (the
+    clone, or the plain warp where ``clone_drift`` chose it: a match on the clone alone was lost
+    there, and the dev set's bride kept a forehead patch 12 L darker than her skin around the hole).
 
     The forehead band's edge runs through the hairline; the Poisson clone takes its boundary
     from the target there and pulls the pasted forehead toward the hair (5-12 L levels darker
@@ -85,7 +89,7 @@ def forehead_edge(cloned: np.ndarray, patch: np.ndarray, hull: np.ndarray, size:
         return cloned
     sigma = max(2.0, 0.05 * size)
     diff = _masked_blur(patch - cloned, ref, sigma)
-    dist = cv2.distanceTransform(hull.astype(np.uint8), cv2.DIST_L2, 5)
+    dist = cv2.distanceTransform((hull if pasted is None else pasted).astype(np.uint8), cv2.DIST_L2, 5)
     reach = max(2.0, 0.12 * size)
     # Where the blur had no skin to average, it extrapolates: only trust it near skin.
     weight = _masked_blur(np.repeat(ref[..., None], 3, -1).astype(np.float32), np.ones_like(hull), sigma)[..., :1]
