@@ -34,7 +34,16 @@ from ..faces.shape import MEAN68, MIRROR68
 from ..interfaces import FaceSwapper
 from ..parallel import map_frames
 from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
-from .classical_blend import clone_drift, forehead_edge, forehead_skin, relight, seamless, source_occlusion
+from .classical_blend import (
+    clone_drift,
+    colourless,
+    forehead_edge,
+    forehead_skin,
+    relight,
+    seamless,
+    source_occlusion,
+    target_chroma,
+)
 from .classical_expression import target_eyes, target_mouth, transfer_shape
 
 BLEND_MODES = ("seamless", "feather")
@@ -107,6 +116,7 @@ class ClassicalSwapper(FaceSwapper):
         src_img = as_rgb_uint8(source.image)
         src68 = _check_landmarks(source.face.landmarks, "source")
         keep = self._source_keep(src_img, src68)
+        grey = colourless(src_img, src68)
         # Both orientations are prepared once per call; each face picks one. The source's
         # keep mask (hair over its forehead) rides along as a 4th channel: warped by the very
         # same triangles as the image, in the same remap.
@@ -128,7 +138,7 @@ class ClassicalSwapper(FaceSwapper):
                 if self.mirror == "auto":
                     t = yaw(dst68)
                     flip = abs(t - variants[True][3]) < abs(t - variants[False][3])
-                row.append(self._swap_one(frame, dst68, *variants[flip][:3], mirrored=flip))
+                row.append(self._swap_one(frame, dst68, *variants[flip][:3], mirrored=flip, grey=grey))
             return row
 
         return map_frames(one_frame, zip(images, faces))
@@ -146,7 +156,7 @@ class ClassicalSwapper(FaceSwapper):
         return None if share <= 0 else np.rint(keep * 255).astype(np.uint8)
 
     # The per-face steps in their order (warp, mask, colour, relight, clone, mouth); each is a helper.
-    def _swap_one(self, frame, dst68, src_img, src_pts, tris, mirrored: bool) -> SwapPatch:
+    def _swap_one(self, frame, dst68, src_img, src_pts, tris, mirrored: bool, grey: bool = False) -> SwapPatch:
         dst_pts = _with_forehead(dst68, self.forehead)
         hull_pts = cv2.convexHull(dst_pts.astype(np.float32)).reshape(-1, 2)
         if self.shape_transfer > 0:
@@ -202,6 +212,8 @@ class ClassicalSwapper(FaceSwapper):
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, inner, (skin_sample(inner, dst_pts[:68] - origin, size),
                                                            target_skin))
+            if grey:
+                warped = target_chroma(warped, patch_f, size, target_skin, dst68 - origin, dst_pts[:68] - origin)
         if keep is not None:
             # Under the cut the clone, relighting and edge match see the target's own forehead,
             # not the source's hair: a dark curl's gradients would otherwise shade the skin
@@ -231,7 +243,7 @@ class ClassicalSwapper(FaceSwapper):
                 "mirrored": bool(mirrored), "triangles": int(len(tris)),
                 "face_size_px": round(size, 1), "erosion_px": round(erosion_px, 2),
                 "feather_px": round(feather_px, 2), "mask_area_px": int((mask > 0).sum()),
-                "source_occluded": round(cut, 4),
+                "source_occluded": round(cut, 4), "colourless_source": bool(grey),
                 "clone_drift": round(drift, 3) if self.blend == "seamless" else None,
                 "hull": hull_int.tolist()}
         return SwapPatch((x0, y0, x1, y1), pixels, mask.astype(np.float32), info)

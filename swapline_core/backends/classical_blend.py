@@ -36,6 +36,65 @@ def relight(warped: np.ndarray, patch: np.ndarray, mask: np.ndarray, sigma: floa
     return np.clip(warped - low_src + low_dst, 0, 255)
 
 
+# Chroma spread (Lab a/b standard deviation over the face hull) below which a source has no
+# colour of its own: a greyscale or single-tint (sepia) photo.
+COLOURLESS_SPREAD = 2.0
+
+
+def colourless(img: np.ndarray, pts68: np.ndarray) -> bool:
+    """Whether the source photo's face carries no colour of its own (``COLOURLESS_SPREAD``)."""
+    hull = np.zeros(img.shape[:2], np.uint8)
+    cv2.fillConvexPoly(hull, np.rint(cv2.convexHull(np.asarray(pts68, np.float32))).astype(np.int32).reshape(-1, 2), 1)
+    if hull.sum() < 16:
+        return False
+    lab = cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)[hull > 0]
+    return bool(lab[:, 1:].std(axis=0).max() < COLOURLESS_SPREAD)
+
+
+def target_chroma(warped: np.ndarray, patch: np.ndarray, size: float, skin: np.ndarray,
+                  dst68: np.ndarray, moved68: np.ndarray) -> np.ndarray:
+    """``warped``'s lightness with chroma painted from the target by region: the target's skin
+    chroma, smoothed over its skin only (``skin``, from ``classical.skin_sample``: the lit and
+    shaded sides, a flushed cheek), the target's own lip colour on the pasted lips
+    (``moved68``: where the warp put the source's lips).
+
+    Why: a colourless source has nothing but a mean to give the colour transfer, and the face
+    came out one flat beige with grey lips, a plaster mask on a colour target (the shipped
+    greyscale sample on the development set's bride). The target's chroma pixel by pixel does not
+    fit (the features sit where the source's proportions put them; glasses frames and eye
+    make-up are not skin): measured by eye on the bride, the kling and ltx clips."""
+    lab_w = cv2.cvtColor(np.clip(warped / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
+    lab_t = cv2.cvtColor(np.clip(patch / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
+    sel = skin > 0
+    if sel.sum() < 16:
+        return warped
+    # Skin as its chroma says: glasses frames, make-up and hair in the sample are not skin.
+    t_ab = lab_t[..., 1:]
+    med = np.median(t_ab[sel], axis=0)
+    dev = np.maximum(np.median(np.abs(t_ab[sel] - med), axis=0) * 1.4826, 1.0)
+    sel &= (np.abs(t_ab - med) <= 2.5 * dev).all(axis=-1)
+    if sel.sum() < 16:
+        return warped
+    # Only the face-sized variation (a lit and a shaded side): finer, the lenses' tint and the
+    # light the frames throw came along as a glow around the source's eyes.
+    ab = _masked_blur(t_ab, sel, max(1.0, 0.15 * size))
+    lips = np.zeros(sel.shape, np.uint8)
+    cv2.fillPoly(lips, [np.rint(dst68[48:60]).astype(np.int32)], 1)
+    cv2.fillPoly(lips, [np.rint(dst68[60:68]).astype(np.int32)], 0)         # not the mouth's inside
+    # Lip colour from the lip pixels at least as colourful as the skin: a 68-point lip contour
+    # on a small or open mouth takes in teeth, the dark gap and highlights, whose grey painted the
+    # source's lips blue-grey (the ltx clip).
+    lip_ab = t_ab[lips > 0]
+    lip_ab = lip_ab[np.hypot(*lip_ab.T) >= float(np.hypot(*med))]
+    if len(lip_ab) >= 4:
+        m = np.zeros(sel.shape, np.float32)
+        cv2.fillPoly(m, [np.rint(moved68[48:60]).astype(np.int32)], 1.0)
+        m = cv2.GaussianBlur(m, (0, 0), max(0.5, 0.012 * size))[..., None]
+        ab = ab * (1 - m) + np.median(lip_ab, axis=0) * m
+    lab_w[..., 1:] = ab
+    return np.clip(cv2.cvtColor(lab_w, cv2.COLOR_Lab2RGB) * 255.0, 0, 255)
+
+
 def forehead_skin(patch: np.ndarray, hull: np.ndarray, pts68: np.ndarray, size: float):
     """(skin, above) of the target patch: ``skin`` marks pixels coloured like the face's lit
     skin, ``above`` those above the brows along the face's own vertical (chin to eyes, so a
