@@ -59,6 +59,7 @@ def publish(strip: Path, report: dict) -> list[Path]:
     from devtools.captions import made_from, set_caption
     from swapline_core.video.write import write_image
 
+    origin = made_from()        # before the picture is written: it would make the tree read as changed
     image = REPO / "docs" / "images" / "demo_strip.jpg"
     write_image(image, np.asarray(Image.open(strip).convert("RGB")), quality=88)
     qa = next((v for k, v in report["nodes"].items() if k.endswith(":swapline_qa")), None)
@@ -66,7 +67,7 @@ def publish(strip: Path, report: dict) -> list[Path]:
     verdict = (f"QA gate: {summary['ok']} of {summary['evaluated']} frames passed"
                if "evaluated" in summary else "QA gate: no report")
     caption = (f"Top: the source photo and frames of the shipped sample clip; bottom: the demo's output "
-               f"(`scripts/demo.sh --publish`, {made_from()}; {verdict}).")
+               f"(`scripts/demo.sh --publish`, {origin}; {verdict}).")
     return [image, set_caption(REPO / "README.md", "docs/images/demo_strip.jpg", caption)]
 
 
