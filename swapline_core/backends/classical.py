@@ -52,6 +52,9 @@ MIRROR_MODES = ("auto", "never", "always")
 _MIRROR68 = MIRROR68
 
 
+FOREHEAD_RELIGHT = 0.1     # relight scale (of face size) above the brows
+
+
 class ClassicalSwapper(FaceSwapper):
     name = "classical_delaunay"
     needs_landmarks = True
@@ -220,7 +223,19 @@ class ClassicalSwapper(FaceSwapper):
             # around it (and the Poisson clone spreads them) where the mask still pastes.
             warped = warped * keep + patch_f * (1.0 - keep)
         if self.relight > 0:
-            warped = relight(warped, patch_f, hard, self.relight * size)
+            lit = relight(warped, patch_f, hard, self.relight * size)
+            if self.forehead > 0:
+                # Above the brows the target's shading is taken at a finer scale: a top-lit
+                # forehead's highlight is smaller than the face-sized scale, and the source's
+                # forehead stayed darker than the target's skin showing around and through it.
+                up = dst68[36:48].mean(axis=0) - dst68[8]
+                up = up / max(float(np.linalg.norm(up)), 1e-6)
+                ys, xs = np.mgrid[0:patch.shape[0], 0:patch.shape[1]].astype(np.float32)
+                height = (xs + origin[0]) * up[0] + (ys + origin[1]) * up[1] - float((dst68[17:27] @ up).min())
+                w_up = np.clip(height / max(1.0, 0.08 * size) + 0.5, 0.0, 1.0)[..., None]
+                fine = relight(warped, patch_f, hard, FOREHEAD_RELIGHT * size)
+                lit = lit * (1 - w_up) + fine * w_up
+            warped = lit
         if self.blend == "seamless":
             skin_info = forehead_skin(patch_f, hard, dst68 - origin, size) if self.forehead > 0 else None
             feathered = warped
