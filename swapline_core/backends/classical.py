@@ -40,6 +40,7 @@ from .classical_blend import (
     forehead_edge,
     forehead_skin,
     relight,
+    relight_forehead,
     seamless,
     source_occlusion,
     target_chroma,
@@ -225,16 +226,7 @@ class ClassicalSwapper(FaceSwapper):
         if self.relight > 0:
             lit = relight(warped, patch_f, hard, self.relight * size)
             if self.forehead > 0:
-                # Above the brows the target's shading is taken at a finer scale: a top-lit
-                # forehead's highlight is smaller than the face-sized scale, and the source's
-                # forehead stayed darker than the target's skin showing around and through it.
-                up = dst68[36:48].mean(axis=0) - dst68[8]
-                up = up / max(float(np.linalg.norm(up)), 1e-6)
-                ys, xs = np.mgrid[0:patch.shape[0], 0:patch.shape[1]].astype(np.float32)
-                height = (xs + origin[0]) * up[0] + (ys + origin[1]) * up[1] - float((dst68[17:27] @ up).min())
-                w_up = np.clip(height / max(1.0, 0.08 * size) + 0.5, 0.0, 1.0)[..., None]
-                fine = relight(warped, patch_f, hard, FOREHEAD_RELIGHT * size)
-                lit = lit * (1 - w_up) + fine * w_up
+                lit = relight_forehead(lit, warped, patch_f, hard, dst68 - origin, size, FOREHEAD_RELIGHT * size)
             warped = lit
         if self.blend == "seamless":
             skin_info = forehead_skin(patch_f, hard, dst68 - origin, size) if self.forehead > 0 else None

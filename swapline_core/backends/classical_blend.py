@@ -115,12 +115,33 @@ def forehead_skin(patch: np.ndarray, hull: np.ndarray, pts68: np.ndarray, size: 
     k = max(3, 2 * round(0.012 * size) + 1)
     skin = cv2.morphologyEx(skin.astype(np.uint8), cv2.MORPH_OPEN, np.ones((k, k), np.uint8))
     skin = cv2.erode(skin, np.ones((3, 3), np.uint8)) > 0
+    return skin, height_above_brows(hull.shape, pts68) > 0
+
+
+def face_height(shape, pts68: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per pixel, its position along the face's own vertical; that unit vector, chin to eyes):
+    "above the brows" that holds for a tilted head. A landmark's position is ``pts68[i] @ up``."""
     up = pts68[36:48].mean(axis=0) - pts68[8]
     up = up / max(float(np.linalg.norm(up)), 1e-6)
-    h, w = hull.shape
-    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
-    above = xs * up[0] + ys * up[1] > float((pts68[17:27] @ up).min())
-    return skin, above
+    ys, xs = np.mgrid[0:shape[0], 0:shape[1]].astype(np.float32)
+    return xs * up[0] + ys * up[1], up
+
+
+def height_above_brows(shape, pts68: np.ndarray) -> np.ndarray:
+    """Per pixel, how far (px) above the lowest brow point it lies along the face's own vertical;
+    negative below."""
+    height, up = face_height(shape, pts68)
+    return height - float((pts68[17:27] @ up).min())
+
+
+def relight_forehead(lit: np.ndarray, warped: np.ndarray, patch: np.ndarray, mask: np.ndarray,
+                     pts68: np.ndarray, size: float, sigma: float) -> np.ndarray:
+    """``lit`` (``relight`` at the face's scale) with the part above the brows relit at the finer
+    ``sigma``, blended in over 8 % of the face size about the lowest brow point: a top-lit
+    forehead's highlight is smaller than the face-sized scale, and the source's forehead stayed
+    darker than the target's skin showing around and through it."""
+    w_up = np.clip(height_above_brows(mask.shape, pts68) / max(1.0, 0.08 * size) + 0.5, 0.0, 1.0)[..., None]
+    return lit * (1 - w_up) + relight(warped, patch, mask, sigma) * w_up
 
 
 def forehead_edge(cloned: np.ndarray, patch: np.ndarray, hull: np.ndarray, size: float,
@@ -207,10 +228,7 @@ def source_occlusion(img: np.ndarray, pts68: np.ndarray, pts: np.ndarray, skin: 
                       (lab[..., 2] - med[2]) / max(float(sig[2]), 2.0)) > 5.0
     band = np.zeros((h, w), np.uint8)
     cv2.fillConvexPoly(band, np.rint(cv2.convexHull(pts.astype(np.float32))).astype(np.int32).reshape(-1, 2), 1)
-    up = pts68[36:48].mean(axis=0) - pts68[8]
-    up = up / max(float(np.linalg.norm(up)), 1e-6)
-    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
-    height = xs * up[0] + ys * up[1]            # along the face's own vertical (chin to eyes)
+    height, up = face_height((h, w), pts68)
     if float(sig[0]) > EVEN_LIGHT:
         # A face half in shadow: its shaded cheek is as dark as hair (Tom Hanks' sample photo: 36+
         # L below its median skin), so below the brows darkness tells nothing; only the
