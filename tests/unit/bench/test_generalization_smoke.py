@@ -167,3 +167,16 @@ def test_outcome_shares_over_eligible_pairs():
     assert s["bridged"] == round(2 / 6, 4) and s["bridged_by_reason"] == {"mouth": round(2 / 6, 4),
                                                                           "seam": round(1 / 6, 4)}
     assert s["qa_failed_by_reason"] == {"seam": round(1 / 6, 4), "bleed": round(1 / 6, 4)}
+
+
+def test_one_misfit_frame_does_not_make_a_closed_mouth_speak():
+    # the scorer's readings on the development set's first 24 frames: the vace dancer's closed mouth
+    # (0.135 on one tilted frame, a landmark misfit) and the kling sample's speech
+    closed = [0.069, 0.027, 0.066, 0.068, 0.042, 0.135, 0.071, 0.065, 0.043, 0.044, 0.043, 0.062, 0.051,
+              0.052, 0.022, 0.021, 0.021, 0.043, 0.042, 0.044, 0.044, 0.067, 0.045, 0.021]
+    speech = [0.166, 0.145, 0.337, 0.237, 0.156, 0.11, 0.093, 0.221, 0.229, 0.228, 0.259, 0.266, 0.22, 0.2,
+              0.139, 0.21, 0.173, 0.22, 0.184, 0.168, 0.222, 0.204, 0.147, 0.173]
+    assert max(closed) - min(closed) >= metrics.MOUTH_MOVES          # the full range would call it speech
+    assert metrics.mouth_span(closed) < metrics.MOUTH_MOVES
+    assert metrics.mouth_span(speech) >= metrics.MOUTH_MOVES
+    assert metrics.mouth_span([]) is None
