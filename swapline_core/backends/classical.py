@@ -21,7 +21,9 @@ docs/measurements/classical_swap.md. Where the swap is usable at all (head turn,
 size) is declared in ``ClassicalSwapper.competence`` and enforced by ``swapline_core.guards``.
 
 Everything happens on a patch around the target face: cost scales with the face, not the frame,
-and nothing outside the returned mask is touched (the mask is exactly 0 outside the hull).
+and nothing outside the returned mask is touched (the mask is exactly 0 outside the hull). A face
+larger than the source's face (and than WORK_FACE px) is rendered at that size and scaled up, with
+its hull, mask edge, open mouth and eyes at full resolution: the source has no finer texture.
 """
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ _MIRROR68 = MIRROR68
 
 
 FOREHEAD_RELIGHT = 0.1     # relight scale (of face size) above the brows
+# Face size (px, the 68 points' larger extent) below which a face is rendered at full resolution;
+# larger faces are rendered at the larger of this and the source's face size (``_swap_one``).
+WORK_FACE = 160.0
 
 
 class ClassicalSwapper(FaceSwapper):
@@ -110,7 +115,7 @@ class ClassicalSwapper(FaceSwapper):
         settings are never reused on resume)."""
         return (self.blend, self.color_transfer, round(self.mask_erosion, 4), round(self.mask_feather, 4),
                 round(self.margin, 4), round(self.forehead, 4), round(self.shape_transfer, 4),
-                round(self.relight, 4), self.mirror, self.expression, self.occlusion)
+                round(self.relight, 4), self.mirror, self.expression, self.occlusion, WORK_FACE)
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
@@ -176,20 +181,68 @@ class ClassicalSwapper(FaceSwapper):
             return SwapPatch.refusal(OUTSIDE_FRAME)
         patch = frame[y0:y1, x0:x1]
         origin = np.array([x0, y0], np.float32)
-        warped, valid = _piecewise_affine(src_img, src_pts, dst_pts - origin, tris,
-                                          patch.shape[:2])
-        keep = None
-        if warped.shape[2] == 4:
-            warped, keep = warped[..., :3], warped[..., 3:] / 255.0
         # Rasterised from integer frame coordinates, reported in ``info`` exactly as used.
         hull_int = np.rint(hull_pts).astype(np.int32)
         hull = np.zeros(patch.shape[:2], np.uint8)
         cv2.fillConvexPoly(hull, hull_int - np.array([x0, y0], np.int32), 1)
+        patch_f = patch.astype(np.float32)
+        # A face larger than the source's face (and WORK_FACE) is rendered at that size and scaled
+        # up: the source has no finer texture to give, and the cost grows with the face's area
+        # (a 720p close-up paid 3x the sample's). The hull's cut, the mask's zeros outside it and
+        # the target's own mouth and eyes stay at full resolution.
+        scale = min(1.0, max(WORK_FACE, float(np.ptp(src_pts[:68], axis=0).max())) / size)
+        ph, pw = patch.shape[:2]
+        sw, sh = max(2, int(round(pw * scale))), max(2, int(round(ph * scale)))
+        if scale < 1.0 and (sw, sh) != (pw, ph):
+            k = np.array([sw / pw, sh / ph], np.float32)
+
+            def small(pts):    # pixel centres map to pixel centres, as cv2.resize samples them
+                return ((pts - origin + 0.5) * k - 0.5).astype(np.float32)
+
+            hull_s = np.zeros((sh, sw), np.uint8)
+            cv2.fillConvexPoly(hull_s, np.rint(small(hull_pts)).astype(np.int32), 1)
+            face = self._render(cv2.resize(patch, (sw, sh), interpolation=cv2.INTER_AREA), small(dst68),
+                                small(dst_pts), hull_s, size * scale, src_img, src_pts, tris, grey)
+            warped = np.clip(cv2.resize(face["warped"], (pw, ph), interpolation=cv2.INTER_CUBIC), 0, 255)
+            up = cv2.resize(face["valid"].astype(np.float32), (pw, ph), interpolation=cv2.INTER_LINEAR)
+            hard = hull & (up > 0.5).astype(np.uint8)
+            mask = np.clip(cv2.resize(face["mask"], (pw, ph), interpolation=cv2.INTER_LINEAR), 0.0, 1.0) * hard
+            mask[mask < 1e-4] = 0.0
+        else:
+            scale = 1.0
+            face = self._render(patch, dst68 - origin, dst_pts - origin, hull, size, src_img, src_pts, tris, grey)
+            warped, hard, mask = face["warped"], face["hard"], face["mask"]
+        if self.expression:
+            # Teeth, tongue and the dark of an open mouth are the target's (the source is usually
+            # a closed-mouth photo: its lips would be stretched over the gap).
+            warped = target_mouth(warped, patch_f, dst68 - origin, dst_pts[:68] - origin, size)
+            warped = target_eyes(warped, patch_f, dst68 - origin, dst_pts[:68] - origin, src_pts[:68], size)
+        pixels = np.where(hard[..., None] > 0, warped, patch_f).astype(np.float32)
+        # source_mouth: the mouth is the source's, warped (closed if the source's was): the mask
+        # stack's mouth part keeps the target's open mouth interior by default.
+        info = {"blend": self.blend, "color_transfer": self.color_transfer, "source_mouth": True,
+                "mirrored": bool(mirrored), "triangles": int(len(tris)),
+                "face_size_px": round(size, 1), "work_scale": round(scale, 4),
+                "erosion_px": round(self.mask_erosion * size, 2),
+                "feather_px": round(max(1.0, self.mask_feather * size), 2), "mask_area_px": int((mask > 0).sum()),
+                "source_occluded": round(face["cut"], 4), "colourless_source": bool(grey),
+                "clone_drift": round(face["drift"], 3) if self.blend == "seamless" else None,
+                "hull": hull_int.tolist()}
+        return SwapPatch((x0, y0, x1, y1), pixels, mask.astype(np.float32), info)
+
+    def _render(self, patch, dst68, dst_pts, hull, size, src_img, src_pts, tris, grey) -> dict:
+        """The source's face on ``patch`` (landmarks in its coordinates, ``size`` its face size)
+        up to the mouth and eyes: warped, colour-matched, relit, cloned. Returns the pixels
+        (float32 RGB), the pasteable area ``hard``, the source's valid pixels, the soft mask, the
+        share of it cut for the source's hair and the clone's drift."""
+        warped, valid = _piecewise_affine(src_img, src_pts, dst_pts, tris, patch.shape[:2])
+        keep = None
+        if warped.shape[2] == 4:
+            warped, keep = warped[..., :3], warped[..., 3:] / 255.0
         hard = hull & valid       # a cropped source or a folded mesh leaves holes: never paste them
 
         erosion_px = self.mask_erosion * size
-        feather_px = max(1.0, self.mask_feather * size)
-        sigma = feather_px / 5.0
+        sigma = max(1.0, self.mask_feather * size) / 5.0
         dist = cv2.distanceTransform(hard, cv2.DIST_L2, 5)   # 0 outside the hull, stays 0
         # The core sits 2.5 sigma inside the eroded edge, so where the hard cut at the hull
         # happens the blur is down to ~0.6%: exact zeros outside, no visible step.
@@ -212,12 +265,11 @@ class ClassicalSwapper(FaceSwapper):
         inner = (dist > erosion_px).astype(np.uint8)
         if not inner.any():
             inner = hard
-        target_skin = skin_sample(inner, dst68 - origin, size)
+        target_skin = skin_sample(inner, dst68, size)
         if self.color_transfer:
-            warped = reinhard_lab(warped, patch_f, inner, (skin_sample(inner, dst_pts[:68] - origin, size),
-                                                           target_skin))
+            warped = reinhard_lab(warped, patch_f, inner, (skin_sample(inner, dst_pts[:68], size), target_skin))
             if grey:
-                warped = target_chroma(warped, patch_f, size, target_skin, dst68 - origin, dst_pts[:68] - origin)
+                warped = target_chroma(warped, patch_f, size, target_skin, dst68, dst_pts[:68])
         if keep is not None:
             # Under the cut the clone, relighting and edge match see the target's own forehead,
             # not the source's hair: a dark curl's gradients would otherwise shade the skin
@@ -226,10 +278,11 @@ class ClassicalSwapper(FaceSwapper):
         if self.relight > 0:
             lit = relight(warped, patch_f, hard, self.relight * size)
             if self.forehead > 0:
-                lit = relight_forehead(lit, warped, patch_f, hard, dst68 - origin, size, FOREHEAD_RELIGHT * size)
+                lit = relight_forehead(lit, warped, patch_f, hard, dst68, size, FOREHEAD_RELIGHT * size)
             warped = lit
+        drift = 0.0
         if self.blend == "seamless":
-            skin_info = forehead_skin(patch_f, hard, dst68 - origin, size) if self.forehead > 0 else None
+            skin_info = forehead_skin(patch_f, hard, dst68, size) if self.forehead > 0 else None
             feathered = warped
             warped = seamless(warped, patch, inner)
             warped, drift = clone_drift(warped, feathered, patch_f, target_skin)
@@ -238,22 +291,8 @@ class ClassicalSwapper(FaceSwapper):
             # where the target's own lit forehead shows through.
             pasted = hard if keep is None else (hard & (keep[..., 0] > 0.5)).astype(np.uint8)
             warped = forehead_edge(warped, patch_f, hard, size, skin_info, pasted)
-        if self.expression:
-            # Teeth, tongue and the dark of an open mouth are the target's (the source is usually
-            # a closed-mouth photo: its lips would be stretched over the gap).
-            warped = target_mouth(warped, patch_f, dst68 - origin, dst_pts[:68] - origin, size)
-            warped = target_eyes(warped, patch_f, dst68 - origin, dst_pts[:68] - origin, src_pts[:68], size)
-        pixels = np.where(hard[..., None] > 0, warped, patch_f).astype(np.float32)
-        # source_mouth: the mouth is the source's, warped (closed if the source's was): the mask
-        # stack's mouth part keeps the target's open mouth interior by default.
-        info = {"blend": self.blend, "color_transfer": self.color_transfer, "source_mouth": True,
-                "mirrored": bool(mirrored), "triangles": int(len(tris)),
-                "face_size_px": round(size, 1), "erosion_px": round(erosion_px, 2),
-                "feather_px": round(feather_px, 2), "mask_area_px": int((mask > 0).sum()),
-                "source_occluded": round(cut, 4), "colourless_source": bool(grey),
-                "clone_drift": round(drift, 3) if self.blend == "seamless" else None,
-                "hull": hull_int.tolist()}
-        return SwapPatch((x0, y0, x1, y1), pixels, mask.astype(np.float32), info)
+        return {"warped": warped.astype(np.float32), "hard": hard, "valid": valid, "mask": mask,
+                "cut": cut, "drift": drift}
 
 
 def delaunay(points: np.ndarray) -> np.ndarray:
