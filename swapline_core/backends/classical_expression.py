@@ -125,21 +125,38 @@ def target_mouth(warped, patch, dst68, moved68, size: float) -> np.ndarray:
     if m.sum() < 4:                      # closed mouth: nothing between the lips
         return warped
     t = cv2.estimateAffine2D(dst68[48:68].astype(np.float32), moved68[48:68].astype(np.float32))[0]
-    src = patch if t is None else cv2.warpAffine(patch, t, warped.shape[1::-1], flags=cv2.INTER_LINEAR,
-                                                 borderMode=cv2.BORDER_REPLICATE)
     # dlib's inner contour often runs on the lip itself (lipstick would show as a rim inside the
     # source's lips): keep only the part well inside it, with a soft edge.
-    return _blend_inside(warped, src, m, round(0.015 * size), max(0.5, 0.008 * size))
+    return _blend_inside(warped, patch, t, m, round(0.015 * size), max(0.5, 0.008 * size))
 
 
-def _blend_inside(warped, src, m, erode: int, sigma: float, weight: float = 1.0) -> np.ndarray:
-    """``src`` blended into ``warped`` over ``m`` (uint8 0/1) shrunk by ``erode`` px, its edge
-    softened by ``sigma`` and cut at ``m``; ``warped`` unchanged where too little is left."""
-    core = cv2.erode(m, np.ones((2 * erode + 1, 2 * erode + 1), np.uint8)) if erode > 0 else m
+def _blend_inside(warped, patch, t, m, erode: int, sigma: float, weight: float = 1.0) -> np.ndarray:
+    """``patch`` moved by the affine ``t`` (None: in place) blended into ``warped`` over ``m``
+    (uint8 0/1) shrunk by ``erode`` px, its edge softened by ``sigma`` and cut at ``m``;
+    ``warped`` unchanged where too little is left. Computed in the box around ``m`` padded past
+    the blur's reach (zeros there, as in the whole patch), so the cost is the feature's, not the
+    face's."""
+    x, y, w, h = cv2.boundingRect(m)
+    if w == 0 or h == 0:
+        return warped
+    pad = erode + int(np.ceil(4 * sigma)) + 2
+    x0, y0 = max(0, x - pad), max(0, y - pad)
+    x1, y1 = min(m.shape[1], x + w + pad), min(m.shape[0], y + h + pad)
+    box = m[y0:y1, x0:x1]
+    core = cv2.erode(box, np.ones((2 * erode + 1, 2 * erode + 1), np.uint8)) if erode > 0 else box
     if core.sum() < 4:
         return warped
-    soft = (cv2.GaussianBlur(core.astype(np.float32), (0, 0), sigma) * m * weight)[..., None]
-    return warped * (1 - soft) + src * soft
+    soft = (cv2.GaussianBlur(core.astype(np.float32), (0, 0), sigma) * box * weight)[..., None]
+    if t is None:
+        src = patch[y0:y1, x0:x1]
+    else:
+        shifted = np.asarray(t, np.float64).copy()
+        shifted[:, 2] -= (x0, y0)
+        src = cv2.warpAffine(patch, shifted, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR,
+                             borderMode=cv2.BORDER_REPLICATE)
+    out = warped.copy()
+    out[y0:y1, x0:x1] = warped[y0:y1, x0:x1] * (1 - soft) + src * soft
+    return out
 
 
 # Target eye over source eye opening from which the eyeball between the lids is the target's
@@ -165,7 +182,5 @@ def target_eyes(warped, patch, dst68, moved68, src68, size: float) -> np.ndarray
         m = np.zeros(warped.shape[:2], np.uint8)
         cv2.fillPoly(m, [np.rint(moved68[idx]).astype(np.int32)], 1)
         t = _similarity(dst68[[a, b]].astype(np.float64), moved68[[a, b]].astype(np.float64))
-        src = cv2.warpAffine(patch, t.astype(np.float32), warped.shape[1::-1], flags=cv2.INTER_LINEAR,
-                             borderMode=cv2.BORDER_REPLICATE)
-        out = _blend_inside(out, src, m, round(0.01 * size), max(0.5, 0.006 * size), w)
+        out = _blend_inside(out, patch, t.astype(np.float32), m, round(0.01 * size), max(0.5, 0.006 * size), w)
     return out
