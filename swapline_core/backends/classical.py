@@ -22,7 +22,7 @@ size) is declared in ``ClassicalSwapper.competence`` and enforced by ``swapline_
 
 Everything happens on a patch around the target face: cost scales with the face, not the frame,
 and nothing outside the returned mask is touched (the mask is exactly 0 outside the hull). A face
-larger than the source's face (and than WORK_FACE px) is rendered at that size and scaled up, with
+well larger than the source's face and than WORK_FACE px is rendered at that size and scaled up, with
 its hull, mask edge, open mouth and eyes at full resolution: the source has no finer texture.
 """
 from __future__ import annotations
@@ -57,8 +57,9 @@ _MIRROR68 = MIRROR68
 
 FOREHEAD_RELIGHT = 0.1     # relight scale (of face size) above the brows
 # Face size (px, the 68 points' larger extent) below which a face is rendered at full resolution;
-# larger faces are rendered at the larger of this and the source's face size (``_swap_one``).
-WORK_FACE = 160.0
+# larger faces are rendered at the larger of this and the source's face size (``_swap_one``), where
+# that shrinks them below WORK_GAIN of their size (a resample for a few % of the cost is not worth it).
+WORK_FACE, WORK_GAIN = 160.0, 0.8
 
 
 class ClassicalSwapper(FaceSwapper):
@@ -115,7 +116,7 @@ class ClassicalSwapper(FaceSwapper):
         settings are never reused on resume)."""
         return (self.blend, self.color_transfer, round(self.mask_erosion, 4), round(self.mask_feather, 4),
                 round(self.margin, 4), round(self.forehead, 4), round(self.shape_transfer, 4),
-                round(self.relight, 4), self.mirror, self.expression, self.occlusion, WORK_FACE)
+                round(self.relight, 4), self.mirror, self.expression, self.occlusion, WORK_FACE, WORK_GAIN)
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
@@ -193,7 +194,7 @@ class ClassicalSwapper(FaceSwapper):
         scale = min(1.0, max(WORK_FACE, float(np.ptp(src_pts[:68], axis=0).max())) / size)
         ph, pw = patch.shape[:2]
         sw, sh = max(2, int(round(pw * scale))), max(2, int(round(ph * scale)))
-        if scale < 1.0 and (sw, sh) != (pw, ph):
+        if scale < WORK_GAIN and (sw, sh) != (pw, ph):
             k = np.array([sw / pw, sh / ph], np.float32)
 
             def small(pts):    # pixel centres map to pixel centres, as cv2.resize samples them

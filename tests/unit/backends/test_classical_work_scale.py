@@ -5,7 +5,7 @@ pixels it could not fill (the classical swap's cost grows with the face's area).
 kling clip upscaled 2.5x (faces ~360 px) with the shipped colour source (face 155 px): the result
 stays within a few grey levels of the full-resolution render, the mask is still exactly 0 outside
 the hull, the target's own open mouth keeps its full-resolution detail, and the swap is faster.
-Faces up to WORK_FACE px are rendered as before (the sample and development clips' faces).
+Faces up to WORK_FACE / WORK_GAIN px are rendered as before (the sample and development clips' faces).
 """
 from __future__ import annotations
 
