@@ -100,6 +100,11 @@ def write(results: dict) -> list[str]:
 
         (DOCS / "farm.md").write_text(farm_doc(results["farm"], results["machine"], run))
         written.append("docs/measurements/farm.md")
+    if results.get("server_job"):
+        from .server_job import doc as server_job_doc
+
+        (DOCS / "server_job.md").write_text(server_job_doc(results["server_job"], results["machine"], run))
+        written.append("docs/measurements/server_job.md")
     s = results.get("settings", {})
     if not (s.get("skip_speed") and s.get("skip_rss")):
         (DOCS / "bench.md").write_text(bench_doc(results, run))
