@@ -79,3 +79,23 @@ def test_farm_section_writes_its_page_and_report_rows(tmp_path, monkeypatch):
     assert "farm: speedup_2_vs_1=1.74" in report.summary(res)
     few = {**_farm(), "cpu_count": 2, "met": {"speedup_2_vs_1": None, "overhead_share": True}}
     assert "not judged: 2 CPUs" in "\n".join(report.headline({**res, "farm": few}))
+
+
+def test_server_job_section_writes_its_page(tmp_path, monkeypatch):
+    # a full run measured the section but left docs/measurements/server_job.md from an older run
+    monkeypatch.setattr(measurements, "DOCS", tmp_path)
+    res = _results(speed=True, rss=True, tiled_vae=True)
+    stages = {"decode": 1.7, "detect": 3.8, "embed": 0.4, "align/landmarks": 0.7, "swap": 7.6, "paste": 0.8,
+              "restore": None, "QA": 20.2, "encode": 10.2, "other": 11.2}
+    res["server_job"] = {"gen300_720p": {
+        "frames": 300, "wall_s": 56.61, "fps": 5.299, "qa_s": 20.16, "qa_share": 0.3561,
+        "qa_detail": {"decode": 2.2, "detect": 6.1, "embed": 4.7, "pixels": 6.5}, "detect_s": 3.8,
+        "detector_frames": 38, "detect_s_per_detector_frame": 0.101, "stage_seconds": stages,
+        "other_detail": {"masks + guards": 7.2}, "peak_rss_mb": 1885.8, "idle_rss_mb": 915.0,
+        "stage_cache_mb_per_frame": 0.0906, "qa_decision": "fail", "delivered_swapped_frames": 300}}
+    res["run"] = {"command": "scripts/bench.sh", "date": "2026-12-04 23:20 UTC"}
+    assert measurements.write(res) == ["docs/measurements/server_job.md"]
+    page = (tmp_path / "server_job.md").read_text()
+    for text in ("`scripts/bench.sh`", "2026-12-04 23:20 UTC", "| gen300_720p | 300 | 56.6 | 5.299 | 20.2 (0.3561)",
+                 "pixels 6.5 s", "masks + guards 7.2 s"):
+        assert text in page, text
