@@ -187,7 +187,7 @@ class ClassicalSwapper(FaceSwapper):
         hull = np.zeros(patch.shape[:2], np.uint8)
         cv2.fillConvexPoly(hull, hull_int - np.array([x0, y0], np.int32), 1)
         patch_f = patch.astype(np.float32)
-        # A face larger than the source's face (and WORK_FACE) is rendered at that size and scaled
+        # A face well larger than the source's face and WORK_FACE (WORK_GAIN) is rendered at that size and scaled
         # up: the source has no finer texture to give, and the cost grows with the face's area
         # (a 720p close-up paid 3x the sample's). The hull's cut, the mask's zeros outside it and
         # the target's own mouth and eyes stay at full resolution.
