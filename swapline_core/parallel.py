@@ -8,7 +8,7 @@ threads; results come back in order and are the same as a serial loop's (tests c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -32,3 +32,30 @@ def map_frames(fn: Callable[[T], R], items: Iterable[T], workers: int | None = N
         return [fn(x) for x in items]
     with ThreadPoolExecutor(min(n, len(items)), thread_name_prefix="swapline-frames") as pool:
         return list(pool.map(fn, items))
+
+
+_END = object()
+
+
+def read_ahead(items: Iterable[T]) -> Iterator[T]:
+    """``items``, with the next one produced on a thread while the caller works on this one (a
+    chunk decoded while the one before it is evaluated: decoding and decompressing release the
+    GIL). One item ahead, so memory grows by one item; an exception comes out where its item
+    would have. The source is only ever advanced from that one thread."""
+    it = iter(items)
+    with ThreadPoolExecutor(1, thread_name_prefix="swapline-read-ahead") as pool:
+        pending = pool.submit(next, it, _END)
+        try:
+            while True:
+                item = pending.result()
+                if item is _END:
+                    return
+                pending = pool.submit(next, it, _END)
+                yield item
+        finally:
+            # the caller stopped early (an interrupt, an error): let the pending read finish
+            # before the source is closed, never while it runs
+            pending.exception()
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()

@@ -177,6 +177,46 @@ def _skin_distance(px: np.ndarray, colours: np.ndarray) -> np.ndarray:
     return d.astype(np.float32)
 
 
+def _bin_offsets(radius: float, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bin offsets (pixel's bin - colour's bin) at which every pixel of the bin is within
+    ``radius`` of the colour (sure), or some may be (maybe), and the largest offset looked at.
+    A pixel of bin q lies in [q B, (q + 1) B), a colour at (k + 1/2) B: per axis the pixel is
+    between |d B| - B/2 and |d B| + B/2 from it. ``margin`` keeps float rounding out of the sure cases."""
+    reach = int(np.ceil(radius / REF_BIN)) + 1
+    g = np.arange(-reach, reach + 1)
+    d = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3)
+    a = np.abs(d) * REF_BIN
+    closest = np.sqrt((np.maximum(a - REF_BIN / 2, 0) ** 2).sum(1))
+    farthest = np.sqrt(((a + REF_BIN / 2) ** 2).sum(1))
+    return d[farthest <= radius - margin], d[closest <= radius + margin], reach
+
+
+def near_skin(px: np.ndarray, colours: np.ndarray, radius: float) -> np.ndarray:
+    """``_skin_distance(px, colours) <= radius``, exactly, at a fraction of the cost (a 720p
+    face's ~45 000 pixels: ~10 -> ~2.5 ms). The colours are bin centres (:func:`skin_colours`), so
+    whether a pixel is near one depends mostly on its own bin: a small grid over the colours' bins
+    says near, far or undecided, and only undecided pixels (~7 %) are measured."""
+    if len(colours) == 0:
+        return np.zeros(len(px), bool)
+    kc = np.floor(colours / REF_BIN).astype(np.intp)
+    if not np.array_equal((kc + 0.5) * REF_BIN, colours):     # not bin centres: measure them all
+        return _skin_distance(px, colours) <= radius
+    sure, maybe, reach = _bin_offsets(radius)
+    lo = kc.min(0) - reach - 1          # one empty layer around: a clipped index reads "far"
+    shape = tuple(int(v) for v in kc.max(0) + reach + 2 - lo)
+    grid = np.zeros(shape, np.uint8)    # 0 far, 1 undecided, 2 near
+    for offsets, v in ((maybe, 1), (sure, 2)):
+        idx = (kc[:, None, :] + offsets[None] - lo).reshape(-1, 3)
+        grid[idx[:, 0], idx[:, 1], idx[:, 2]] = v
+    q = np.floor(np.asarray(px, np.float32) * np.float32(1.0 / REF_BIN)).astype(np.intp) - lo
+    cls = grid.ravel()[np.ravel_multi_index(q.T, shape, mode="clip")]
+    out = cls == 2
+    undecided = np.flatnonzero(cls == 1)
+    if len(undecided):
+        out[undecided] = _skin_distance(px[undecided], colours) <= radius
+    return out
+
+
 def reference_colours(target_lab: np.ndarray, regions: dict) -> np.ndarray:
     cand = regions["hull"] & ~regions["features"]
     ref = regions.get("skin_ref")
@@ -200,9 +240,8 @@ def estimate_occluder(target_lab: np.ndarray, regions: dict, skin_de: float = SK
         return np.zeros_like(cand)
     if colours is None:
         colours = reference_colours(target_lab, regions)
-    dist = _skin_distance(target_lab[cand], colours)
     occ = np.zeros(cand.shape, np.uint8)
-    occ[cand] = dist > skin_de
+    occ[cand] = ~near_skin(target_lab[cand], colours, skin_de)
     # Opening removes speckle (pores, specular dots) that is not an object in front of the face.
     occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     return occ.astype(bool)
@@ -318,7 +357,7 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
         fh = reg["forehead"]
         fh_skin = np.zeros_like(fh)
         if fh.any() and len(colours):
-            fh_skin[fh] = _skin_distance(lo[fh], colours) <= SKIN_DE
+            fh_skin[fh] = near_skin(lo[fh], colours, SKIN_DE)
         area = skin | fh_skin
         ls_a = ls[area]                           # only the area's pixels are judged
         foreign = delta_e(ls_a, med_s) > FOREIGN_DE

@@ -222,9 +222,10 @@ def apply_layer_chunk(frames: Sequence[np.ndarray], arrays: dict[str, np.ndarray
             continue
         x0, y0, x1, y1 = (int(v) for v in arrays[f"r{i}"])
         h, w = y1 - y0, x1 - x0
-        changed = np.unpackbits(arrays[f"m{i}"])[: h * w].reshape(h, w).astype(bool)
+        changed = np.unpackbits(arrays[f"m{i}"])[: h * w].reshape(h, w, 1).view(bool)
         f = frame.copy()
-        f[y0:y1, x0:x1][changed] = _pixels(arrays, i)[changed]
+        # copyto with a broadcast mask: the same pixels as boolean indexing, without gathering them
+        np.copyto(f[y0:y1, x0:x1], _pixels(arrays, i), where=changed)
         out.append(f)
     return out
 

@@ -91,3 +91,44 @@ def test_qa_records_on_threads_equal_serial(kling_target, sample_source, builtin
     assert [r["status"] for r in rec_s] == ["ok"] * 4
     assert all(f["seam_ratio"] is not None and f["mouth_profile_result"] is not None for r in rec_s for f in r["faces"])
     assert pickle.dumps(rec_t) == pickle.dumps(rec_s)
+
+
+def test_read_ahead_reads_the_next_item_on_one_other_thread_and_keeps_order():
+    readers = []
+
+    def source():
+        for i in range(5):
+            readers.append(threading.current_thread().name)
+            yield i
+
+    assert list(parallel.read_ahead(source())) == [0, 1, 2, 3, 4]
+    assert len(set(readers)) == 1 and readers[0] != threading.current_thread().name
+
+
+def test_read_ahead_raises_where_the_bad_item_was_and_closes_the_source_when_stopped():
+    def failing():
+        yield 0
+        yield 1
+        raise ValueError("chunk 2 is corrupt")
+
+    got = []
+    with pytest.raises(ValueError, match="chunk 2"):
+        for x in parallel.read_ahead(failing()):
+            got.append(x)
+    assert got == [0, 1]                  # every item before the fault came out first
+
+    closed = []
+
+    def endless():
+        try:
+            i = 0
+            while True:
+                yield i
+                i += 1
+        finally:
+            closed.append(True)
+
+    it = parallel.read_ahead(endless())
+    assert [next(it), next(it)] == [0, 1]
+    it.close()                            # a consumer stopping early (an interrupt)
+    assert closed == [True]

@@ -1,5 +1,5 @@
 """The gate's reference skin colours and its occluder estimate, computed the fast way (1-D bin
-keys, a k-d tree), equal the plain definitions: every pixel against every bin of the reference; so do
+keys, a k-d tree, the bin grid of near_skin), equal the plain definitions: every pixel against every bin of the reference; so do
 the local dilations and the mouth profile read from its patch alone."""
 import sys
 from pathlib import Path
@@ -87,3 +87,26 @@ def test_mouth_profile_reads_only_its_patch():
         patch = (patch - patch.mean()) / max(float(patch.std()), 1e-3)
         want = [round(float(v), 3) for v in patch[:, me.PROFILE_COLS // 4: 3 * me.PROFILE_COLS // 4].mean(axis=1)]
         assert me.mouth_profile(frame, lm) == want, shift
+
+
+def test_near_skin_is_the_distance_test_exactly():
+    """The bin grid's near/far/undecided shortcut gives the k-d tree's answer pixel for pixel,
+    on random colours and on pixels placed right at the radius around them (where rounding would
+    show), and for colours that are not bin centres (measured directly)."""
+    rng = np.random.default_rng(3)
+    for radius in (mi.SKIN_DE, 7.0, 20.0):
+        for _ in range(5):
+            bins = np.unique(rng.integers(-8, 8, (rng.integers(1, 40), 3)) + [18, 3, 5], axis=0)
+            colours = ((bins + 0.5) * mi.REF_BIN).astype(np.float32)
+            spread = rng.uniform(-40, 40, (4000, 3)) + colours.mean(0)
+            c = colours[rng.integers(0, len(colours), 4000)]
+            u = rng.normal(size=(4000, 3))
+            rim = c + u / np.linalg.norm(u, axis=1, keepdims=True) * (radius + rng.uniform(-1e-4, 1e-4, (4000, 1)))
+            px = np.concatenate([spread, rim]).astype(np.float32)
+            want = mi._skin_distance(px, colours) <= radius
+            assert want.any() and not want.all()
+            assert np.array_equal(mi.near_skin(px, colours, radius), want)
+    odd = np.array([[60.3, 10.1, 12.7]], np.float32)
+    px = (odd + rng.normal(0, 8, (500, 3))).astype(np.float32)
+    assert np.array_equal(mi.near_skin(px, odd, mi.SKIN_DE), mi._skin_distance(px, odd) <= mi.SKIN_DE)
+    assert not mi.near_skin(px, np.zeros((0, 3), np.float32), mi.SKIN_DE).any()
