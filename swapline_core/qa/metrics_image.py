@@ -73,6 +73,7 @@ RING = 0.04                  # half-width of the seam ring
 MIN_OCCLUDER_SHARE = 0.02    # fewer occluder pixels than this share of the hull: no measurement
 HALF_MIN_SHARE = 0.1         # colour cast: a face half with less of the skin is not measured alone
 SEAM_EPS = 2.0               # added to both gradient energies (grey levels): flat rings stay ~1
+OCC_PAD = 2                  # px around the hull's box where the occluder measurements are taken
 # Crops larger than this (pixels, longer side) are measured shrunk to it: every metric is a share,
 # a median colour or a gradient ratio on regions sized in face sizes, so a 1080p close-up says
 # nothing a 384 px view does not, at a fraction of the cost (a 720p talking head's crop is ~650 px:
@@ -292,25 +293,39 @@ def _occluders(o: np.ndarray, s: np.ndarray, lm: np.ndarray, occluder: np.ndarra
     wire frame, the rim of red glasses, a strand of hair) is a few pixels wide, and on a shrunk crop
     it mixes with the skin around it, drops out of the estimate and reads as changed where the
     swap kept it (the 720p bench clip: overwrite 0.39-0.45 at full size, 0.47-0.57 at 384 px).
-    Returns the occluder mask and the reference skin colours with the metrics. ``reg``, ``lo`` and
-    ``ls``: the crop's regions and both Labs where the caller has them at this size."""
-    reg = reg if reg is not None else occluder_regions(o.shape[:2], lm)
-    lo = lo if lo is not None else lab(o)
+    Returns the occluder mask (the crop's size) and the reference skin colours with the metrics.
+    ``reg``, ``lo`` and ``ls``: the crop's regions and both Labs where the caller has them at this size.
+
+    Everything here lies inside the face hull, so it is measured on the hull's box (a fifth of a
+    0.6-padded crop), grown by OCC_PAD so the opening's erosion sees the zeros around the hull as
+    it does on the whole crop: the same masks and numbers, without converting the whole crop."""
+    h, w = o.shape[:2]
+    hx, hy, hw, hh = cv2.boundingRect(np.round(lm).astype(np.int32))
+    x0, y0 = max(0, hx - OCC_PAD), max(0, hy - OCC_PAD)
+    x1, y1 = min(w, hx + hw + OCC_PAD), min(h, hy + hh + OCC_PAD)
+    box = (slice(y0, y1), slice(x0, x1))
+    if reg is not None:
+        reg = {k: (v[box] if isinstance(v, np.ndarray) else v) for k, v in reg.items()}
+    else:
+        reg = occluder_regions((y1 - y0, x1 - x0), lm - np.array([x0, y0], np.float32))
+    lo = lo[box] if lo is not None else lab(o[box])
     colours = reference_colours(lo, reg)
     hull = reg["hull"]
     n_hull = max(int(hull.sum()), 1)
     if occluder is not None:
-        occ, source = (np.asarray(occluder) > 0.5) & hull, "mask"
+        occ, source = (np.asarray(occluder)[box] > 0.5) & hull, "mask"
     else:
         occ, source = estimate_occluder(lo, reg, colours=colours), "estimate"
     n = int(occ.sum())
     overwrite = None
     if n >= MIN_OCCLUDER_SHARE * n_hull:
-        ls_occ = ls[occ] if ls is not None else lab(s[occ][:, None])[:, 0]   # the occluder's pixels only
+        ls_occ = ls[box][occ] if ls is not None else lab(s[box][occ][:, None])[:, 0]   # the occluder's pixels only
         de = delta_e(ls_occ, lo[occ])
         overwrite = float((de > CHANGED_DE).mean())
+    full = np.zeros((h, w), bool)
+    full[box] = occ
     return {"occluder_share": float(n / n_hull), "occluder_source": source, "occluder_overwrite": overwrite,
-            "occ": occ, "colours": colours}
+            "occ": full, "colours": colours}
 
 
 def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: np.ndarray,

@@ -1,6 +1,7 @@
 """The gate's reference skin colours and its occluder estimate, computed the fast way (1-D bin
-keys, a k-d tree, the bin grid of near_skin), equal the plain definitions: every pixel against every bin of the reference; so do
-the local dilations and the mouth profile read from its patch alone."""
+keys, a k-d tree, the bin grid of near_skin, the hull's box), equal the plain definitions: every
+pixel against every bin of the reference, the whole crop; so do the local dilations and the mouth
+profile read from its patch alone."""
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
+from swapline_core.faces.shape import MEAN68  # noqa: E402
 from swapline_core.qa import metrics_image as mi  # noqa: E402
 
 
@@ -110,3 +112,34 @@ def test_near_skin_is_the_distance_test_exactly():
     px = (odd + rng.normal(0, 8, (500, 3))).astype(np.float32)
     assert np.array_equal(mi.near_skin(px, odd, mi.SKIN_DE), mi._skin_distance(px, odd) <= mi.SKIN_DE)
     assert not mi.near_skin(px, np.zeros((0, 3), np.float32), mi.SKIN_DE).any()
+
+
+def test_occluders_measured_on_the_hull_box_match_the_whole_crop():
+    """_occluders works on the hull's box; the occluder mask and overwrite equal the estimate on
+    the whole crop, with wires crossing the hull's edge and a rim along it (where the opening's
+    erosion meets the box border)."""
+    rng = np.random.default_rng(5)
+    for seed in range(3):
+        lm = (MEAN68 * (150 + 20 * seed) + [250, 200]).astype(np.float32)     # a face ~330 px wide
+        reg = mi.occluder_regions((520, 500), lm)
+        skin = np.empty((520, 500, 3), np.uint8)
+        skin[:] = (200, 150, 125)
+        skin[:, 250:] = (140, 95, 80)
+        img = skin.copy()
+        for _ in range(4):                                 # 3-6 px dark wires across the whole crop
+            y = int(rng.integers(170, 360))
+            cv2.line(img, (0, y), (499, y + int(rng.integers(-40, 40))), (25, 20, 20), int(rng.integers(3, 7)))
+        cv2.circle(img, (250, 270), 150 + 20 * seed, (40, 40, 160), 3)     # a rim crossing the hull's edge
+        img[reg["skin_ref"]] = skin[reg["skin_ref"]]             # the cheeks stay skin: the reference
+        img = np.clip(img + rng.normal(0, 4, img.shape), 0, 255).astype(np.uint8)
+        swapped = img.copy()
+        swapped[:, 150:300] = np.clip(swapped[:, 150:300].astype(int) + 30, 0, 255).astype(np.uint8)
+
+        got = mi._occluders(img, swapped, lm, None)
+        lo = mi.lab(img)
+        colours = mi.reference_colours(lo, reg)
+        want = mi.estimate_occluder(lo, reg, colours=colours)
+        assert np.array_equal(got["occ"], want) and np.array_equal(got["colours"], colours)
+        assert got["occluder_share"] == float(want.sum() / reg["hull"].sum()) > mi.MIN_OCCLUDER_SHARE
+        de = mi.delta_e(mi.lab(swapped)[want], lo[want])
+        assert 0 < got["occluder_overwrite"] == float((de > mi.CHANGED_DE).mean()) < 1
