@@ -27,3 +27,22 @@ def test_windows_find_the_tracked_face_as_the_full_pyramid_does(builtin_analyzer
         np.testing.assert_array_equal(ma.bbox, mb.bbox)
         np.testing.assert_array_equal(ma.kps, mb.kps)
     assert sum(map(len, cut)) <= sum(map(len, full))
+
+
+def test_batches_on_two_threads_find_what_one_at_a_time_finds(builtin_analyzer, kling_target, monkeypatch):
+    """BuiltinAnalyzer.detect runs its MTCNN batches two at a time: every box, point and score
+    (and every skipped face's record) is the one a single thread gives, batch by batch."""
+    from swapline_core.backends import builtin_analyzer as ba
+
+    frames, _ = kling_target
+    images = frames * 5                                   # three batches of the analyzer's 8
+
+    def run():
+        found = builtin_analyzer.detect(images)
+        return [[(f.bbox.tobytes(), f.kps.tobytes(), f.score) for f in fs] for fs in found], builtin_analyzer.skipped
+
+    assert len(images) > 2 * builtin_analyzer.batch_size
+    monkeypatch.setattr(ba, "DETECT_THREADS", 1)
+    alone = run()
+    monkeypatch.setattr(ba, "DETECT_THREADS", 2)
+    assert run() == alone and any(alone[0])
