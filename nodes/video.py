@@ -11,6 +11,7 @@ from typing_extensions import override
 
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
+from ..swapline_core.parallel import read_ahead
 from ..swapline_core.swap.chunk import SwapOptions
 from ..swapline_core.video import read as video_read
 from ..swapline_core.video import stages as pipeline
@@ -284,7 +285,8 @@ def write_sequence(path: str, frames: FrameSequence, crf: int, preset: str, audi
     with VideoWriter(path, fps=_fps_of(frames), crf=crf, preset=preset) as writer:
         if audio and frames.has_audio:
             writer.add_audio_from(frames.path, start_frame=frames.start)
-        for _, chunk in frames.iter_chunks():
+        # the next chunk is decoded (and its layers applied) while this one is encoded
+        for _, chunk in read_ahead(frames.iter_chunks(), enabled=frames.reads_ahead()):
             hooks.check_interrupt()
             for f in chunk:
                 writer.write(f)

@@ -37,11 +37,15 @@ def map_frames(fn: Callable[[T], R], items: Iterable[T], workers: int | None = N
 _END = object()
 
 
-def read_ahead(items: Iterable[T]) -> Iterator[T]:
+def read_ahead(items: Iterable[T], enabled: bool = True) -> Iterator[T]:
     """``items``, with the next one produced on a thread while the caller works on this one (a
     chunk decoded while the one before it is evaluated: decoding and decompressing release the
     GIL). One item ahead, so memory grows by one item; an exception comes out where its item
-    would have. The source is only ever advanced from that one thread."""
+    would have. The source is only ever advanced from that one thread. ``enabled=False``: the
+    items in turn (an item too large to hold twice)."""
+    if not enabled:
+        yield from items
+        return
     it = iter(items)
     with ThreadPoolExecutor(1, thread_name_prefix="swapline-read-ahead") as pool:
         pending = pool.submit(next, it, _END)

@@ -39,7 +39,10 @@ from . import dlib_resnet
 # Share of min_face_size a box may fall short by and still count (see _faces).
 SIZE_TOLERANCE = 0.9
 # MTCNN batches run at once (see detect): two, on two cores; more only queue on torch's threads.
+# Only for small images (QA's 320 px windows): a batch of 720p frames holds ~0.3 GB of pyramid
+# activations, and two at once raised a 720p job's peak RSS by ~200 MB for ~7 % of detect time.
 DETECT_THREADS = 2
+THREADED_MAX_PIXELS = 512 * 512
 # dlib's raw-descriptor threshold 0.6, rescaled to normalised vectors (module docstring).
 SAME_PERSON_DISTANCE = 0.4
 
@@ -107,9 +110,11 @@ class BuiltinAnalyzer(FaceAnalyzer):
             # Always 4-D, so MTCNN returns per-image results even for a single frame.
             return model.detect(np.stack([rgb[i] for i in chunk]), landmarks=True)
 
-        # Two batches at a time: MTCNN is many small torch ops with Python between them, which one
-        # batch leaves a core idle in; each batch's result is the same as alone (tests compare).
-        for chunk, (boxes, probs, points) in zip(batches, map_frames(run, batches, workers=DETECT_THREADS)):
+        # Two batches of small images at a time: MTCNN is many small torch ops with Python between
+        # them, which one batch leaves a core idle in; each batch's result is the same as alone.
+        small = all(rgb[b[0]].shape[0] * rgb[b[0]].shape[1] <= THREADED_MAX_PIXELS for b in batches)
+        threads = DETECT_THREADS if small else 1
+        for chunk, (boxes, probs, points) in zip(batches, map_frames(run, batches, workers=threads)):
             for j, i in enumerate(chunk):
                 out[i] = self._faces(boxes[j], probs[j], points[j], self.skipped[i])
         return out

@@ -441,7 +441,8 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         prev = (seq_original.read_chunk(first - 1)[-1], seq_swapped.read_chunk(first - 1)[-1])
     t_dec = time.perf_counter()
     # the next chunk is decoded while this one is evaluated: "decode" counts only the wait for it
-    for (c, orig), (c2, swp) in read_ahead(_chunk_pairs(seq_original, seq_swapped, first)):
+    for (c, orig), (c2, swp) in read_ahead(_chunk_pairs(seq_original, seq_swapped, first),
+                                           enabled=seq_swapped.reads_ahead(views=2)):
         seconds["decode"] += time.perf_counter() - t_dec
         if hooks is not None:
             hooks.check_interrupt()

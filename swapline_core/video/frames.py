@@ -19,6 +19,10 @@ from . import read as video_read
 from .store import ChunkStore, stage_key
 
 DEFAULT_CHUNK = 16
+# A stage may decode the next chunk while it works on this one (parallel.read_ahead) when the
+# extra chunk (or pair: QA holds both views) stays under this: 720p and 1080p chunks do, a 4K
+# chunk (~400 MB of RGB) is read in turn.
+READ_AHEAD_BYTES = 256 << 20
 
 # Source frames decoded ahead of the chunk being processed (``iter_chunks(ahead=...)``), by
 # (path, source index): mask smoothing reads a few frames past its chunk (its post-roll), which
@@ -90,6 +94,10 @@ class FrameSequence:
 
     def chunk_range(self, c: int) -> range:
         return range(c * self.chunk, min((c + 1) * self.chunk, self.count))
+
+    def reads_ahead(self, views: int = 1) -> bool:
+        """Whether ``views`` decoded chunks fit READ_AHEAD_BYTES (see there)."""
+        return views * self.chunk * self.width * self.height * 3 <= READ_AHEAD_BYTES
 
     def with_layer(self, layer: Layer) -> FrameSequence:
         return replace(self, layers=self.layers + (layer,))

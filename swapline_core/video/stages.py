@@ -21,6 +21,7 @@ from ..faces.paste import apply_patches
 from ..faces.tracking import FaceTracker
 from ..guards import Refusals
 from ..metrics import observe_stage
+from ..parallel import read_ahead
 from ..provenance.method import StageRecord, restore_record, swap_record
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
@@ -139,7 +140,8 @@ def track_faces(seq: FrameSequence, analyzer, store_root: str, hooks: Hooks, *, 
             tracker.restore(state["tracker"], prev, buffered)
             cutter.restore(state["cuts"], prev)
         t_dec = time.perf_counter()
-        for c, frames in seq.iter_chunks(first_missing):
+        # the next chunk is decoded while this one is tracked: "decode" counts only the wait
+        for c, frames in read_ahead(seq.iter_chunks(first_missing), enabled=seq.reads_ahead()):
             report.seconds["decode"] += time.perf_counter() - t_dec
             hooks.check_interrupt()
             t0 = time.perf_counter()

@@ -30,8 +30,9 @@ def test_windows_find_the_tracked_face_as_the_full_pyramid_does(builtin_analyzer
 
 
 def test_batches_on_two_threads_find_what_one_at_a_time_finds(builtin_analyzer, kling_target, monkeypatch):
-    """BuiltinAnalyzer.detect runs its MTCNN batches two at a time: every box, point and score
-    (and every skipped face's record) is the one a single thread gives, batch by batch."""
+    """BuiltinAnalyzer.detect runs its MTCNN batches of small images (QA's windows; the 350 px
+    sample frames here) two at a time: every box, point and score (and every skipped face's
+    record) is the one a single thread gives, batch by batch."""
     from swapline_core.backends import builtin_analyzer as ba
 
     frames, _ = kling_target
@@ -42,6 +43,7 @@ def test_batches_on_two_threads_find_what_one_at_a_time_finds(builtin_analyzer, 
         return [[(f.bbox.tobytes(), f.kps.tobytes(), f.score) for f in fs] for fs in found], builtin_analyzer.skipped
 
     assert len(images) > 2 * builtin_analyzer.batch_size
+    assert images[0].shape[0] * images[0].shape[1] <= ba.THREADED_MAX_PIXELS
     monkeypatch.setattr(ba, "DETECT_THREADS", 1)
     alone = run()
     monkeypatch.setattr(ba, "DETECT_THREADS", 2)

@@ -132,3 +132,22 @@ def test_read_ahead_raises_where_the_bad_item_was_and_closes_the_source_when_sto
     assert [next(it), next(it)] == [0, 1]
     it.close()                            # a consumer stopping early (an interrupt)
     assert closed == [True]
+
+
+def test_read_ahead_only_where_the_extra_chunk_fits():
+    from swapline_core.video.frames import FrameSequence
+
+    def seq(w, h):
+        return FrameSequence("clip.mp4", 0, 300, 1, 25.0, w, h, False, "k")
+
+    assert seq(1280, 720).reads_ahead(views=2) and seq(1920, 1080).reads_ahead(views=2)
+    assert not seq(3840, 2160).reads_ahead()             # a 16-frame 4K chunk is ~400 MB of RGB
+    readers = []
+
+    def source():
+        for i in range(3):
+            readers.append(threading.current_thread().name)
+            yield i
+
+    assert list(parallel.read_ahead(source(), enabled=False)) == [0, 1, 2]
+    assert set(readers) == {threading.current_thread().name}     # read in turn, on the caller's thread
