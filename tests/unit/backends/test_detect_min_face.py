@@ -48,3 +48,35 @@ def test_batches_on_two_threads_find_what_one_at_a_time_finds(builtin_analyzer, 
     alone = run()
     monkeypatch.setattr(ba, "DETECT_THREADS", 2)
     assert run() == alone and any(alone[0])
+
+
+def test_channels_last_max_pools_give_the_plain_mtcnns_boxes(kling_target):
+    """The shared CPU MTCNN's max pools run on channels-last tensors (builtin_models._fast_max_pools):
+    boxes, scores and points are bit-identical to facenet-pytorch's own model, on the sample's
+    frames and on QA-window-sized and 720p-sized versions of them (all three nets, several pyramid levels)."""
+    import cv2
+    import torch
+    from facenet_pytorch import MTCNN
+
+    fast = bm.mtcnn()
+    assert sum(type(m).__name__ == "ChannelsLastMaxPool" for net in (fast.pnet, fast.rnet, fast.onet)
+               for m in net.children()) == 6      # PNet 1, RNet 2, ONet 3
+    plain = MTCNN(keep_all=True, min_face_size=20.0, thresholds=[0.6, 0.7, 0.7], factor=bm.MTCNN_FACTOR,
+                  device="cpu").train(False)
+    frames, _ = kling_target
+
+    def in_720p(f):
+        canvas = np.zeros((720, 1280, 3), np.uint8)
+        canvas[10:710, 300:1000] = cv2.resize(f, (700, 700))
+        return canvas
+
+    with torch.inference_mode():
+        for resize in (lambda f: f, lambda f: cv2.resize(f, (320, 320)), in_720p):
+            batch = np.stack([resize(f) for f in frames[:4]])
+            got, want = fast.detect(batch, landmarks=True), plain.detect(batch, landmarks=True)
+            assert all(b is not None for b in want[0])
+            for g, w in zip(got, want):
+                for gi, wi in zip(g, w):
+                    assert (gi is None) == (wi is None)
+                    if wi is not None:
+                        np.testing.assert_array_equal(np.asarray(gi, np.float32), np.asarray(wi, np.float32))
