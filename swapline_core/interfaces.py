@@ -19,6 +19,8 @@ class FaceAnalyzer(ABC):
     recognizer_name: str = "none"
     embedding_dim: int = 0
     supports_landmarks: bool = False
+    # True: refine() re-detects a known face at its box in one pass (much cheaper than detect())
+    supports_refine: bool = False
 
     def __init__(self) -> None:
         self.providers: dict[str, list[str]] = {}   # session name -> providers it really got
@@ -32,6 +34,12 @@ class FaceAnalyzer(ABC):
     @abstractmethod
     def embed(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
         """Fill ``face.embedding`` (L2-normalised) for every face, batched across images."""
+
+    def refine(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> list[list[Face | None]]:
+        """Re-detect each given face where its box says it is, at that scale only: a fresh box,
+        five keypoints and score per face, or None where no face passes the detector's
+        threshold there. Only where ``supports_refine``."""
+        raise NotImplementedError(f"the {self.name} analyzer cannot refine a known face")
 
     def landmarks68(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> None:
         """Fill ``face.landmarks`` with 68 points; backends without them raise."""

@@ -71,6 +71,7 @@ class BuiltinAnalyzer(FaceAnalyzer):
     recognizer_name = "dlib_resnet_v1"
     embedding_dim = 128
     supports_landmarks = True
+    supports_refine = True
 
     def __init__(self, threshold: float = 0.9, min_face_size: int = 20, batch_size: int = 8,
                  device: str = "cpu", num_jitters: int = 0) -> None:
@@ -117,6 +118,43 @@ class BuiltinAnalyzer(FaceAnalyzer):
         for chunk, (boxes, probs, points) in zip(batches, map_frames(run, batches, workers=threads)):
             for j, i in enumerate(chunk):
                 out[i] = self._faces(boxes[j], probs[j], points[j], self.skipped[i])
+        return out
+
+    def refine(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> list[list[Face | None]]:
+        """MTCNN's last stage alone: ONet on each face's box made square (as MTCNN feeds it RNet's
+        boxes), one batch for all faces. Its box regression, points and score are what the full
+        cascade gives for a candidate there; PNet's pyramid and RNet, most of a detection's cost,
+        are skipped. A score below the analyzer's threshold gives None."""
+        import torch
+        from facenet_pytorch.models.utils.detect_face import bbreg, imresample, pad, rerec
+
+        model = bm.mtcnn(device=self.device)
+        owners, crops, boxes = [], [], []
+        for i, (im, fs) in enumerate(zip(images, faces)):
+            rgb = as_rgb_uint8(im)
+            h, w = rgb.shape[:2]
+            for j, f in enumerate(fs):
+                box = rerec(torch.tensor([[*map(float, f.bbox), 0.0]], dtype=torch.float32))
+                y, ey, x, ex = (int(v[0]) for v in pad(box.clone(), w, h))
+                if ey <= y - 1 or ex <= x - 1:
+                    continue
+                # facenet's order: float NCHW first, then the area resample of the crop
+                crop = torch.as_tensor(np.ascontiguousarray(rgb[y - 1:ey, x - 1:ex])).permute(2, 0, 1)[None].float()
+                crops.append(imresample(crop, (48, 48)))
+                boxes.append(box)
+                owners.append((i, j))
+        out: list[list[Face | None]] = [[None] * len(fs) for fs in faces]
+        if not crops:
+            return out
+        with torch.inference_mode():
+            reg, pts, prob = model.onet((torch.cat(crops).to(self.device) - 127.5) * 0.0078125)
+        box = torch.cat(boxes)
+        wi, hi = (box[:, 2] - box[:, 0] + 1)[:, None], (box[:, 3] - box[:, 1] + 1)[:, None]
+        kps = torch.stack([wi * pts[:, :5].cpu() + box[:, :1] - 1, hi * pts[:, 5:].cpu() + box[:, 1:2] - 1], 2)
+        final = bbreg(box, reg.cpu())[:, :4]
+        for (i, j), b, k, p in zip(owners, final.numpy(), kps.numpy(), prob[:, 1].cpu().numpy()):
+            if p >= self.threshold:
+                out[i][j] = Face(bbox=b.astype(np.float32), kps=k.astype(np.float32), score=float(p))
         return out
 
     def _faces(self, boxes, probs, points, skipped: list[dict]) -> list[Face]:

@@ -51,3 +51,38 @@ def test_a_blank_window_finds_nothing_in_any_view(analyzer, photo_and_face):
     blank = np.full_like(img, 128)
     views = [(gate.WINDOW_SCALE, False), (gate.RETRY_WINDOW_SCALE, False), (gate.WINDOW_SCALE, True)]
     assert gate._detect_around(analyzer, [blank], [[face]], views) == [[]]
+
+
+def test_refine_reads_the_face_at_its_box_as_detection_does(analyzer, photo_and_face):
+    """BuiltinAnalyzer.refine (ONet alone at a known box) gives the detection's face again: same
+    place, points within a few percent of the face, a face score; nothing on a blank image; a
+    batch gives what one face at a time gives."""
+    img, face = photo_and_face
+    size = float(face.bbox[3] - face.bbox[1])
+    shifted = face.copy(bbox=face.bbox + np.float32(0.1 * size))     # a tracker a tenth of a face off
+    (got, moved), = analyzer.refine([img], [[face, shifted]])
+    for f in (got, moved):
+        assert f is not None and f.score >= analyzer.threshold
+        assert iou(f.bbox, face.bbox) > 0.8, (f.bbox, face.bbox)
+        assert np.abs(f.kps - face.kps).max() < 0.06 * size, (f.kps, face.kps)
+    (alone,), = analyzer.refine([img], [[shifted]])
+    np.testing.assert_allclose(alone.kps, moved.kps, atol=1e-3)
+    assert analyzer.refine([np.full_like(img, 128)], [[face]]) == [[None]]
+
+
+def test_qa_searches_windows_only_where_refinement_found_no_face(analyzer, photo_and_face, monkeypatch):
+    """gate._redetect: the originals always get the window search (the reference geometry the
+    limits were calibrated on); a result the refinement confirms costs no window, one without a
+    face there gets the window search as well, in the same detector call."""
+    img, face = photo_and_face
+    blank = np.full_like(img, 128)
+    calls = []
+    detect = analyzer.detect
+    monkeypatch.setattr(analyzer, "detect", lambda images, **kw: calls.append(len(images)) or detect(images, **kw))
+    orig, swp = gate._redetect(analyzer, [img, img], [img, blank], [[face], [face]], 0.5)
+    assert calls == [3]                                   # two originals + the blank result, one call
+    windows = gate._detect_around(analyzer, [img], [[face]])[0]
+    np.testing.assert_allclose(orig[0][0].kps, windows[0].kps, atol=1e-3)    # batch of 3 vs 1: float noise
+    assert [len(o) for o in orig] == [1, 1] and len(swp[0]) == 1 and swp[1] == []
+    (refined,), = analyzer.refine([img], [[face]])
+    np.testing.assert_allclose(swp[0][0].kps, refined.kps, atol=1e-3)
