@@ -446,8 +446,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
     if store_root is not None:
         key = stage_key("qa", seq_original.key, seq_swapped.key, faces_key(faces),
                         stage_key(source.embedding.round(5).tolist()), getattr(analyzer, "name", None),
-                        model_stamp(analyzer), th.to_json(), step,
-                        "refine" if getattr(analyzer, "supports_refine", False) else "windows",
+                        model_stamp(analyzer), getattr(analyzer, "supports_refine", False), th.to_json(), step,
                         None if occluders is None else getattr(occluders, "key", repr(occluders)),
                         None if safety is None else safety.key)
         store = ChunkStore(store_root, key, {"stage": "qa"})

@@ -366,7 +366,7 @@ def test_qa_resumes_after_an_interrupt_with_the_same_report(tracked, source, ana
     evaluated = []
 
     class Counting:
-        name, recognizer_name = analyzer.name, analyzer.recognizer_name
+        name, recognizer_name, supports_refine = analyzer.name, analyzer.recognizer_name, analyzer.supports_refine
 
         def model_files(self):
             return analyzer.model_files()
@@ -374,6 +374,9 @@ def test_qa_resumes_after_an_interrupt_with_the_same_report(tracked, source, ana
         def detect(self, images, min_face=None):
             evaluated.append(len(images))
             return analyzer.detect(images, min_face)
+
+        def refine(self, images, faces_):
+            return analyzer.refine(images, faces_)
 
         def embed(self, images, faces_):
             return analyzer.embed(images, faces_)
