@@ -38,18 +38,30 @@ def summarize(r: dict) -> dict:
             "segments": (r.get("qa") or {}).get("segments")}
 
 
-def run(clips: dict[str, Path], work: Path, *, log=print, server=None) -> dict:
-    """{label: summary} for each clip; ``server`` as in rss.run_workflow (the CI smoke's shared one)."""
+def run(clips: dict[str, Path], work: Path, *, log=print, server=None, repeats: int = 1) -> dict:
+    """{label: summary} for each clip; ``server`` as in rss.run_workflow (the CI smoke's shared one).
+
+    With ``repeats`` > 1 each clip runs that many times, each on a fresh server and stage cache:
+    on a shared 2-core machine one run's QA share moved by 0.05 between back-to-back runs of the
+    same code. The summary is the run with the median QA share; ``runs`` lists every run's wall
+    time, fps and QA share."""
     from . import rss
 
     out = {}
     for label, clip in clips.items():
-        log(f"server_job: {label} ({clip.name}), QA every frame, signed, as shipped")
-        r = rss.run_workflow(f"job-{label}", clip, work, log=log, server=server, qa_sample_every=QA_EVERY_FRAME)
-        out[label] = {**summarize(r), "clip": r["clip"]}
-        s = out[label]
-        log(f"server_job: {label}: {s['wall_s']:.1f} s, {s['fps']:.2f} fps, QA {s['qa_share']} of the wall, "
-            f"detector {s['detect_s_per_detector_frame']} s per detector frame, peak {s['peak_rss_mb']:.0f} MB")
+        log(f"server_job: {label} ({clip.name}), QA every frame, signed, as shipped"
+            + (f", {repeats} runs" if repeats > 1 else ""))
+        done = []
+        for i in range(max(1, repeats)):
+            name = f"job-{label}" + (f"-{i + 1}" if repeats > 1 else "")
+            r = rss.run_workflow(name, clip, work, log=log, server=server, qa_sample_every=QA_EVERY_FRAME)
+            s = {**summarize(r), "clip": r["clip"]}
+            done.append(s)
+            log(f"server_job: {label}: {s['wall_s']:.1f} s, {s['fps']:.2f} fps, QA {s['qa_share']} of the wall, "
+                f"detector {s['detect_s_per_detector_frame']} s per detector frame, peak {s['peak_rss_mb']:.0f} MB")
+        ranked = sorted(done, key=lambda s: s["qa_share"] if s["qa_share"] is not None else float("inf"))
+        out[label] = {**ranked[(len(ranked) - 1) // 2],
+                      "runs": [{k: s[k] for k in ("wall_s", "fps", "qa_s", "qa_share")} for s in done]}
     return out
 
 
@@ -57,14 +69,17 @@ def table(section: dict | None) -> list[str]:
     if not section:
         return ["(not run)"]
     rows = ["| clip | frames | wall s | fps | QA s (share) | detect s / detector frame (frames) | peak RSS MB | "
-            "stage cache MB / frame | QA decision | delivered swapped |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "stage cache MB / frame | QA decision | delivered swapped | QA share, fps of every run |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, s in section.items():
+        runs = s.get("runs") or []
         rows.append(f"| {label} | {s['frames']} | {s['wall_s']:.1f} | {s['fps']:.3f} | "
                     f"{s['qa_s'] if s['qa_s'] is None else round(s['qa_s'], 1)} ({s['qa_share']}) | "
                     f"{s['detect_s_per_detector_frame']} ({s['detector_frames']}) | {s['peak_rss_mb']:.0f} | "
                     f"{s.get('stage_cache_mb_per_frame')} | {s.get('qa_decision')} | "
-                    f"{s.get('delivered_swapped_frames')} |")
+                    f"{s.get('delivered_swapped_frames')} | "
+                    + ("; ".join(f"{r['qa_share']}, {r['fps']:.2f}" for r in runs) if len(runs) > 1 else "one run")
+                    + " |")
     return rows
 
 
@@ -86,7 +101,8 @@ def doc(section: dict, machine: dict, run_stamp: dict) -> str:
         "`workflows/api/video_swap_builtin.json` unchanged (built-in analyzer, classical swapper, guards, QA on "
         "every frame with policy keep original, C2PA signing) on a fresh ComfyUI server over HTTP, per clip. "
         "Method: `bench/server_job.py` (module docstring).", run_stamp, machine)
-    lines += ["## Per run", "", *table(section), "", "## Seconds per stage", "",
+    lines += ["## Per clip", "", "With several runs of a clip, its row (and the tables below) is the run with the "
+              "median QA share; the last column lists every run.", "", *table(section), "", "## Seconds per stage", "",
               "From the Track/Swap nodes' reports (detect, embed, landmarks, swap, paste), the QA Gate node's wall "
               "time (QA) and the Save/Sink node's (encode); other = the rest of the wall time (model loading, image "
               "loads, scheduling).", "", *stage_rows(section), "",
@@ -109,10 +125,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.server_job", description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=300, help="frames of the generated 1280x720 clip")
     ap.add_argument("--doc", action="store_true", help="also write docs/measurements/server_job.md")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per clip (the median QA share's is reported)")
     args = ap.parse_args(argv)
     machine, run_stamp = machine_info(), measurements.stamp()
     clips = {f"gen{args.frames}_720p": media.generated_clip(args.frames, size=media.SIZE), "sample48": SAMPLE_CLIP}
-    section = run(clips, WORK)
+    section = run(clips, WORK, repeats=args.repeats)
     machine["load_average_at_end"] = load_average()
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "server_job.json").write_text(json.dumps({"machine": machine, "run": run_stamp, "server_job": section},
