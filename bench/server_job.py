@@ -47,6 +47,9 @@ def run(clips: dict[str, Path], work: Path, *, log=print, server=None, repeats: 
     time, fps and QA share."""
     from . import rss
 
+    if repeats > 1 and server is not None:
+        raise ValueError("repeated server_job runs need a fresh server each: a shared one serves the "
+                         "later runs from its caches")
     out = {}
     for label, clip in clips.items():
         log(f"server_job: {label} ({clip.name}), QA every frame, signed, as shipped"

@@ -128,14 +128,15 @@ class BuiltinAnalyzer(FaceAnalyzer):
         import torch
         from facenet_pytorch.models.utils.detect_face import bbreg, imresample, pad, rerec
 
-        model = bm.mtcnn(device=self.device)
+        # the instance detect() uses without a hint: ONet's weights are the same in all of them
+        model = bm.mtcnn(min_face_size=max(12, self.min_face_size), device=self.device)
         owners, crops, boxes = [], [], []
         for i, (im, fs) in enumerate(zip(images, faces)):
             rgb = as_rgb_uint8(im)
             h, w = rgb.shape[:2]
             for j, f in enumerate(fs):
                 box = rerec(torch.tensor([[*map(float, f.bbox), 0.0]], dtype=torch.float32))
-                y, ey, x, ex = (int(v[0]) for v in pad(box.clone(), w, h))
+                y, ey, x, ex = (int(v[0]) for v in pad(box, w, h))
                 if ey <= y - 1 or ex <= x - 1:
                     continue
                 # facenet's order: float NCHW first, then the area resample of the crop

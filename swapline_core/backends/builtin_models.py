@@ -173,7 +173,7 @@ def _fast_max_pools(model) -> None:
     """Give PNet/RNet/ONet's max pools channels-last input. Torch's CPU max pool on NCHW tensors
     is ~5x slower than on channels-last ones (ONet's first pool: 12 ms vs 2.4 ms for 39 boxes,
     a fifth of a QA window's detection); a max is exact in any layout, so boxes, points and
-    scores are bit-identical (tests/test_detect_min_face.py)."""
+    scores are bit-identical (tests/unit/backends/test_detect_min_face.py)."""
     import torch
 
     class ChannelsLastMaxPool(torch.nn.Module):
