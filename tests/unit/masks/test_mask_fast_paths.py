@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT))
 import cv2
 import numpy as np
 
-from swapline_core.masks import builtin, occlusion, temporal
+from swapline_core.masks import beside, builtin, occlusion, temporal
 
 
 def _reference_median(own, others):
@@ -82,3 +82,57 @@ def test_roll_reaches_every_window_a_median_needs():
         assert builtin.roll_radius(r) >= 2 * r
     assert builtin.roll_radius(0) == 0
 
+
+
+def _plain_band(shape, lm68):
+    """``beside.band`` as first written: both dilations over the whole map."""
+    size = float(np.ptp(lm68, axis=0).max())
+    hull = np.zeros(shape, np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(lm68).astype(np.int32)), 1)
+    near, far = (max(1, round(f * size)) for f in beside.BAND)
+    inner = cv2.dilate(hull, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * near + 1, 2 * near + 1)))
+    outer = cv2.dilate(hull, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * far + 1, 2 * far + 1)))
+    rows = np.zeros(shape[0], bool)
+    rows[max(0, int(np.floor(lm68[36:48, 1].max()))):max(0, int(np.ceil(lm68[48:60, 1].max())))] = True
+    return (outer > 0) & (inner == 0) & rows[:, None]
+
+
+def test_band_on_the_hulls_box_equals_the_whole_map_band():
+    """Faces inside the map and past its edges (landmarks off the map: the polygon is clipped)."""
+    rng = np.random.default_rng(7)
+    t = np.linspace(0, 2 * np.pi, 68, endpoint=False)
+    for _ in range(400):
+        h, w = (int(v) for v in rng.integers(20, 260, 2))
+        c, r = rng.uniform(-20, [w + 20, h + 20]), rng.uniform(3, 120)
+        a = t + rng.normal(0, 0.2, 68)
+        lm = np.stack([c[0] + r * np.cos(a) * rng.uniform(0.5, 1.5), c[1] + r * np.sin(a)], 1).astype(np.float32)
+        lm[36:48, 1], lm[48:60, 1] = c[1] + rng.uniform(-r, r), c[1] + rng.uniform(-r, r)
+        assert np.array_equal(beside.band((h, w), lm), _plain_band((h, w), lm))
+
+
+def test_bounded_nearest_search_keeps_every_decision():
+    """The k-d tree search stops at the thresholds; the samples kept are those the unbounded
+    distances keep (backgrounds near and far from the skin tone)."""
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(8)
+    t = np.linspace(0, 2 * np.pi, 68, endpoint=False)
+    lm = np.stack([60 + 38 * np.cos(t), 60 + 38 * np.sin(t)], 1).astype(np.float32)
+    lm[36:48, 1], lm[48:60, 1] = 50.0, 80.0
+    for spread in (1.0, 3.0, 8.0):
+        lab = rng.normal([60, 15, 20], [spread, spread, spread], (120, 120, 3)).astype(np.float32)
+        lab[:, :25] = rng.normal([40, -2, 29], [spread, spread, spread], (120, 25, 3))   # leaves beside
+        samples = rng.random((120, 120)) < 0.3
+        nose = np.zeros_like(samples)
+        nose[50:80, 50:70] = True
+        x = lab[samples].astype(np.float64)
+        bg = lab[beside.band(lab.shape[:2], lm)].astype(np.float64)
+        bg = bg[np.linspace(0, len(bg) - 1, min(len(bg), 4000)).astype(np.int64)]
+        d_bg = cKDTree(bg).query(x)[0]
+        near = d_bg <= beside.MATCH
+        drop = np.zeros(len(x), bool)
+        drop[near] = cKDTree(lab[nose & samples].astype(np.float64)).query(x[near])[0] \
+            >= np.maximum(beside.FOREIGN, beside.RATIO * d_bg[near])
+        want = np.ones(len(x), bool) if drop.mean() > 1.0 - beside.MIN_KEPT else ~drop
+        assert near.any() and drop.any()
+        assert np.array_equal(beside.not_background(lab, samples, nose, lm), want)
