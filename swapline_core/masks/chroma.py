@@ -52,9 +52,20 @@ def off_hue(lab: np.ndarray, ref: float, spread: float, judge: np.ndarray | None
     if judge is not None:
         w *= judge
     dev = np.degrees(np.arctan2(b, a)) - np.float32(ref)
-    dev = np.abs((dev + np.float32(180.0)) % np.float32(360.0) - np.float32(180.0))
+    dev = np.abs(_wrap180(dev))
     d = w * np.clip(np.float32(4.5 / ANGLE_MARGIN) * (dev - np.float32(spread)), 0.0, None)
     return np.square(d).astype(np.float32, copy=False)
+
+
+def _wrap180(x: np.ndarray) -> np.ndarray:
+    """``(x + 180) % 360 - 180`` in place, the same values: C's fmod and one correction where it
+    is negative cost a third of numpy's floored ``%`` (which differs only in the sign of a zero
+    remainder, gone after the subtraction)."""
+    x += np.float32(180.0)
+    np.fmod(x, np.float32(360.0), out=x)
+    x[x < 0] += np.float32(360.0)
+    x -= np.float32(180.0)
+    return x
 
 
 def plausible(samples: np.ndarray) -> np.ndarray:

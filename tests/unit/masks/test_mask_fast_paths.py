@@ -136,3 +136,13 @@ def test_bounded_nearest_search_keeps_every_decision():
         want = np.ones(len(x), bool) if drop.mean() > 1.0 - beside.MIN_KEPT else ~drop
         assert near.any() and drop.any()
         assert np.array_equal(beside.not_background(lab, samples, nose, lm), want)
+
+
+def test_hue_wrap_equals_the_floored_modulo():
+    from swapline_core.masks import chroma
+
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-360, 360, 200000), np.arange(-360, 361, 0.5),
+                        [-180.0, 180.0, -540.0 + 360, 0.0, -0.0]]).astype(np.float32)
+    want = (x + np.float32(180.0)) % np.float32(360.0) - np.float32(180.0)
+    assert np.array_equal(np.abs(chroma._wrap180(x.copy())), np.abs(want))
