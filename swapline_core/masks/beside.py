@@ -19,6 +19,8 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .occlusion import dilate_near
+
 MATCH = 3.0           # delta E within which a sample "is" a pixel beside the face
 FOREIGN = 8.0         # delta E from every nose pixel from which a sample is foreign to this skin
 RATIO = 3.0           # ... and at least this many times its distance to the background
@@ -33,25 +35,23 @@ def band(shape, lm68: np.ndarray) -> np.ndarray:
     size = float(np.ptp(lm68, axis=0).max())
     near, far = (max(1, round(f * size)) for f in BAND)
     top = max(0, int(np.floor(lm68[36:48, 1].max())))
-    bottom = min(shape[0], max(0, int(np.ceil(lm68[48:60, 1].max()))))
+    bottom = max(0, int(np.ceil(lm68[48:60, 1].max())))
     out = np.zeros(shape, bool)
     if bottom <= top:
         return out
-    # The dilations reach ``far`` pixels: only the hull's box grown by that much, and only the rows
-    # within that reach of the band's rows, can touch the band (a third of the map, the same
-    # pixels: the large elliptic dilations were a tenth of the mask stack's time).
-    pts = np.rint(lm68).astype(np.int32)
-    x0, x1 = max(0, int(pts[:, 0].min()) - far), min(shape[1], int(pts[:, 0].max()) + far + 1)
-    y0, y1 = max(0, top - far), min(shape[0], bottom + far)
-    if x1 <= x0:
-        return out
-    hull = np.zeros(shape, np.uint8)       # filled on the whole map: clipped at its edges as before
-    cv2.fillConvexPoly(hull, cv2.convexHull(pts), 1)
-    hull = hull[y0:y1, x0:x1]
-    inner = cv2.dilate(hull, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * near + 1, 2 * near + 1)))
-    outer = cv2.dilate(hull, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * far + 1, 2 * far + 1)))
-    out[top:bottom, x0:x1] = ((outer > 0) & (inner == 0))[top - y0:bottom - y0]
+    hull = np.zeros(shape, np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.rint(lm68).astype(np.int32)), 1)
+    # Hull rows farther than ``far`` from the band's rows cannot reach them: without them the two
+    # elliptic dilations (``dilate_near``: only around the hull) cover a third of the map.
+    hull[:max(0, top - far)] = 0
+    hull[bottom + far:] = 0
+    ring = (dilate_near(hull, _disc(far), far) > 0) & (dilate_near(hull, _disc(near), near) == 0)
+    out[top:bottom] = ring[top:bottom]
     return out
+
+
+def _disc(r: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
 
 
 def _nearest(x: np.ndarray, ref: np.ndarray, within: float) -> np.ndarray:
@@ -79,7 +79,7 @@ def not_background(lab: np.ndarray, samples: np.ndarray, nose: np.ndarray, lm68:
     d_bg = _nearest(x, bg, 2.0 * MATCH)
     near = np.flatnonzero(d_bg <= MATCH)            # only these can be dropped: the nose test is theirs
     drop = np.zeros(len(x), bool)
-    # the threshold is at most max(FOREIGN, RATIO * MATCH): a farther nose reads inf, dropped as before
+    # the threshold is at most max(FOREIGN, RATIO * MATCH): a farther nose reads inf and is dropped
     d_ref = _nearest(x[near], ref, 2.0 * max(FOREIGN, RATIO * MATCH))
     drop[near] = d_ref >= np.maximum(FOREIGN, RATIO * d_bg[near])
     if drop.mean() > 1.0 - MIN_KEPT:

@@ -129,7 +129,7 @@ def mouth_region(shape, lm68: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
         mw = max(float(np.linalg.norm(lm68[54] - lm68[48])), 1.0)
         cv2.fillConvexPoly(m, cv2.convexHull(np.rint(lips).astype(np.int32)), 1)
         g = max(1, round(0.3 * mw))
-        return _dilate_near(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1)), g).astype(bool)
+        return dilate_near(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1)), g).astype(bool)
     mc = (kps[3] + kps[4]) / 2
     mw = max(float(np.linalg.norm(kps[4] - kps[3])), 1.0)
     cv2.ellipse(m, tuple(int(v) for v in np.rint(mc)), (int(0.9 * mw), int(0.6 * mw)), 0, 0, 360, 1, -1)
@@ -363,7 +363,7 @@ def soften(hard: np.ndarray, grow_px: float, blur_px: float) -> np.ndarray:
     return np.clip(soft, 0.0, 1.0, out=soft)
 
 
-def _dilate_near(m: np.ndarray, kernel: np.ndarray, reach: int) -> np.ndarray:
+def dilate_near(m: np.ndarray, kernel: np.ndarray, reach: int) -> np.ndarray:
     """``cv2.dilate(m, kernel)`` computed only around m's nonzero pixels (the same result: a
     dilation reaches ``reach`` pixels at most, and beyond the image edge it sees nothing)."""
     ys, xs = np.nonzero(m.any(axis=1))[0], np.nonzero(m.any(axis=0))[0]

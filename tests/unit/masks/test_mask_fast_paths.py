@@ -73,7 +73,7 @@ def test_dilation_near_the_mask_equals_the_full_dilation():
         m[y:y + 6, x:x + 9] = 1
         g = int(rng.integers(1, 12))
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1))
-        assert np.array_equal(occlusion._dilate_near(m, k, g), cv2.dilate(m, k))
+        assert np.array_equal(occlusion.dilate_near(m, k, g), cv2.dilate(m, k))
 
 
 def test_roll_reaches_every_window_a_median_needs():
@@ -81,7 +81,6 @@ def test_roll_reaches_every_window_a_median_needs():
     for r in (1, 2, 3):
         assert builtin.roll_radius(r) >= 2 * r
     assert builtin.roll_radius(0) == 0
-
 
 
 def _plain_band(shape, lm68):
