@@ -13,6 +13,13 @@ code, e.g. ``demo_at_issue``) are judged too, on the clip's same first frames; w
 are measured when the records lack them (the clip's first frames tracked, ~15 s).
 Writes ``swapline_core/qa/thresholds.json`` (the gate's defaults) and
 ``docs/measurements/qa_thresholds.md`` (command, date, machine, the table).
+
+    .venv/bin/python -m bench.calibrate_qa --check [--frames 48] [--reuse]
+
+writes neither: it judges every case with the shipped limits (exit 1 when one is not
+as expected) and lists, per limit, what this run would choose and the known-good frame that sets
+it, into ``out/bench/qa_calibration_check.json``. Run it after a change to the QA metrics or to the
+swap pipeline: re-choosing the limits is a decision of its own (it changes what the gate delivers).
 """
 from __future__ import annotations
 
@@ -66,6 +73,7 @@ OWN_REASON = {
 
 
 RECORDS = REPO / "out" / "bench" / "qa_calibration_records.json"
+CHECK_OUT = REPO / "out" / "bench" / "qa_calibration_check.json"
 
 
 def measure_frozen(analyzer, records: dict, clip: qa_cases.Clip | None = None) -> None:
@@ -106,6 +114,17 @@ def values(recs: list[dict], metric: str) -> np.ndarray:
     return np.array([f[metric] for r in recs for f in r["faces"] if f.get(metric) is not None], np.float64)
 
 
+def worst_good(records: dict, metric: str, kind: str) -> tuple[str, int] | None:
+    """(case, frame) of the known-good face with the extreme value: the one frame a limit rests on
+    (where the known-bad median is not separated, the limit moves with that frame alone)."""
+    found = [(f[metric], g, int(r["frame"])) for g in qa_cases.GOOD_CASES for r in records[g]
+             for f in r["faces"] if f.get(metric) is not None]
+    if not found:
+        return None
+    v, case, frame = max(found) if kind == "max" else min(found)
+    return case, frame
+
+
 def choose(records: dict, current: decide.QAThresholds) -> tuple[dict, list[dict]]:
     chosen, rows = {}, []
     for field, (metric, kind, bad) in CALIBRATED.items():
@@ -122,8 +141,8 @@ def choose(records: dict, current: decide.QAThresholds) -> tuple[dict, list[dict
         limit = float(f"{limit:.3g}")
         chosen[field] = limit
         rows.append({"field": field, "metric": metric, "kind": kind, "good_extreme": g_ext,
-                     "good_median": g_med, "bad_case": bad, "bad_median": b_med,
-                     "separated": separated, "limit": limit})
+                     "good_extreme_at": worst_good(records, metric, kind), "good_median": g_med,
+                     "bad_case": bad, "bad_median": b_med, "separated": separated, "limit": limit})
     return chosen, rows
 
 
@@ -165,6 +184,46 @@ def verify(records: dict, th: decide.QAThresholds) -> list[dict]:
 
 def _f(v, nd=3):
     return "—" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{nd}f}"
+
+
+def drift(rows: list[dict], shipped: decide.QAThresholds) -> list[dict]:
+    """Per calibrated limit: the shipped value, what ``rows`` (:func:`choose`) would set, and the
+    known-good frame that sets it."""
+    out = []
+    for r in rows:
+        now = float(getattr(shipped, r["field"]))
+        at = r["good_extreme_at"]
+        out.append({"field": r["field"], "shipped": now, "would_choose": r["limit"],
+                    "change": round((r["limit"] - now) / now, 3) if now else None,
+                    "separated": r["separated"], "good_worst": round(r["good_extreme"], 4),
+                    "good_worst_at": f"{at[0]} frame {at[1]}" if at else None,
+                    "bad_median": round(r["bad_median"], 4)})
+    return out
+
+
+def check(records: dict, shipped: decide.QAThresholds, frames: int) -> int:
+    """``--check``: every case judged with the shipped limits, and how far each limit is from what
+    this run would choose (CHECK_OUT); thresholds.json and the doc stay as they are."""
+    checks = verify(records, shipped)
+    _, rows = choose(records, shipped)
+    table = drift(rows, shipped)
+    CHECK_OUT.parent.mkdir(parents=True, exist_ok=True)
+    CHECK_OUT.write_text(json.dumps({"frames": frames, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                     "cases": checks, "limits": table}, indent=1))
+    print(f"{'limit':24} {'shipped':>9} {'would be':>9} {'change':>7}  known-good worst (frame)")
+    for d in table:
+        note = "" if d["separated"] else "  (not separated: rests on that frame)"
+        print(f"{d['field']:24} {d['shipped']:9.4g} {d['would_choose']:9.4g} {d['change'] or 0:+7.1%}  "
+              f"{d['good_worst']:.4g} ({d['good_worst_at']}){note}")
+    for c in checks:
+        flag = "" if c["ok"] is not False else "   <- NOT as expected"
+        print(f"  {c['case']:24} {c['kind']:9} {c['decision']:5} {c['failing']:>6}{flag}")
+    print(f"wrote {CHECK_OUT}")
+    bad = [c["case"] for c in checks if c["ok"] is False]
+    if bad:
+        print("NOT as expected with the shipped limits:", bad)
+        return 1
+    return 0
 
 
 def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: decide.QAThresholds) -> None:
@@ -235,6 +294,9 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=24, help="frames of the sample clip (1-48)")
     ap.add_argument("--reuse", action="store_true",
                     help=f"re-choose from the records of the last run ({RECORDS.relative_to(REPO)}) without measuring")
+    ap.add_argument("--check", action="store_true",
+                    help="judge every case with the shipped limits and list what this run would choose "
+                         f"({CHECK_OUT.relative_to(REPO)}); the limits are not written")
     args = ap.parse_args(argv)
     if args.reuse:
         data = json.loads(RECORDS.read_text())
@@ -252,6 +314,8 @@ def main(argv=None) -> int:
         print("measuring every case ...", flush=True)
         records, meta = measure(BuiltinAnalyzer(), args.frames)
     current = decide.QAThresholds()
+    if args.check:
+        return check(records, current, args.frames)
     chosen, rows = choose(records, current)
     th = replace(current, **chosen)
     checks = verify(records, th)

@@ -153,3 +153,34 @@ def test_skipped_faces_are_counted_separately(analyzer, clip, cases):
     s = rep["summary"]
     assert s["fail"] == 0 and s["faces_skipped"] == {"profile beyond the swapper's range": n}
     assert s["decision"] == "fail" and s["faces_swapped"] == 0
+
+
+def test_calibration_check_lists_each_limit_and_the_frame_it_rests_on(reports, monkeypatch, tmp_path):
+    """``python -m bench.calibrate_qa --check`` on these cases: with the shipped limits every case is
+    as expected (exit 0); each calibrated limit is listed with what the script would choose now and
+    the known-good frame holding the worst value it rests on. A limit no known-good frame passes
+    makes the check fail."""
+    import json
+    from dataclasses import replace
+
+    from bench import calibrate_qa
+    from swapline_core.qa import decide
+
+    out = tmp_path / "check.json"
+    monkeypatch.setattr(calibrate_qa, "CHECK_OUT", out)
+    records = {name: rep["frames"] for name, rep in reports.items()}
+    shipped = decide.QAThresholds()
+    assert calibrate_qa.check(records, shipped, FRAMES) == 0
+    data = json.loads(out.read_text())
+    assert {d["field"] for d in data["limits"]} == set(calibrate_qa.CALIBRATED)
+    for d in data["limits"]:
+        metric, kind, _ = calibrate_qa.CALIBRATED[d["field"]]
+        assert d["shipped"] == getattr(shipped, d["field"])
+        case, frame = d["good_worst_at"].split(" frame ")
+        held = [f[metric] for r in records[case] if r["frame"] == int(frame) for f in r["faces"]]
+        assert case in qa_cases.GOOD_CASES and round(held[0], 4) == d["good_worst"], d
+        good = [f[metric] for g in qa_cases.GOOD_CASES for r in records[g] for f in r["faces"]
+                if f.get(metric) is not None]
+        assert d["good_worst"] == round(max(good) if kind == "max" else min(good), 4)
+    assert {c["case"] for c in data["cases"]} == set(records)
+    assert calibrate_qa.check(records, replace(shipped, max_offface=0.0), FRAMES) == 1
