@@ -121,7 +121,7 @@ def worst_good(records: dict, metric: str, kind: str) -> tuple[str, int] | None:
              for f in r["faces"] if f.get(metric) is not None]
     if not found:
         return None
-    v, case, frame = max(found) if kind == "max" else min(found)
+    _, case, frame = max(found) if kind == "max" else min(found)
     return case, frame
 
 
