@@ -114,15 +114,12 @@ def values(recs: list[dict], metric: str) -> np.ndarray:
     return np.array([f[metric] for r in recs for f in r["faces"] if f.get(metric) is not None], np.float64)
 
 
-def worst_good(records: dict, metric: str, kind: str) -> tuple[str, int] | None:
-    """(case, frame) of the known-good face with the extreme value: the one frame a limit rests on
-    (where the known-bad median is not separated, the limit moves with that frame alone)."""
-    found = [(f[metric], g, int(r["frame"])) for g in qa_cases.GOOD_CASES for r in records[g]
+def worst_good(records: dict, metric: str, kind: str) -> tuple[float, str, int]:
+    """(value, case, frame) of the known-good face with the extreme value: the one frame a limit
+    rests on (where the known-bad median is not separated, the limit moves with that frame alone)."""
+    found = [(float(f[metric]), g, int(r["frame"])) for g in qa_cases.GOOD_CASES for r in records[g]
              for f in r["faces"] if f.get(metric) is not None]
-    if not found:
-        return None
-    _, case, frame = max(found) if kind == "max" else min(found)
-    return case, frame
+    return max(found) if kind == "max" else min(found)
 
 
 def choose(records: dict, current: decide.QAThresholds) -> tuple[dict, list[dict]]:
@@ -130,7 +127,7 @@ def choose(records: dict, current: decide.QAThresholds) -> tuple[dict, list[dict
     for field, (metric, kind, bad) in CALIBRATED.items():
         good = np.concatenate([values(records[g], metric) for g in qa_cases.GOOD_CASES])
         badv = values(records[bad], metric)
-        g_ext = float(good.max() if kind == "max" else good.min())
+        g_ext, *at = worst_good(records, metric, kind)
         b_med = float(np.median(badv)) if len(badv) else float("nan")
         g_med = float(np.median(good))
         separated = (b_med > g_ext) if kind == "max" else (b_med < g_ext)
@@ -141,7 +138,7 @@ def choose(records: dict, current: decide.QAThresholds) -> tuple[dict, list[dict
         limit = float(f"{limit:.3g}")
         chosen[field] = limit
         rows.append({"field": field, "metric": metric, "kind": kind, "good_extreme": g_ext,
-                     "good_extreme_at": worst_good(records, metric, kind), "good_median": g_med,
+                     "good_extreme_at": tuple(at), "good_median": g_med,
                      "bad_case": bad, "bad_median": b_med, "separated": separated, "limit": limit})
     return chosen, rows
 
@@ -192,11 +189,11 @@ def drift(rows: list[dict], shipped: decide.QAThresholds) -> list[dict]:
     out = []
     for r in rows:
         now = float(getattr(shipped, r["field"]))
-        at = r["good_extreme_at"]
+        case, frame = r["good_extreme_at"]
         out.append({"field": r["field"], "shipped": now, "would_choose": r["limit"],
                     "change": round((r["limit"] - now) / now, 3) if now else None,
                     "separated": r["separated"], "good_worst": round(r["good_extreme"], 4),
-                    "good_worst_at": f"{at[0]} frame {at[1]}" if at else None,
+                    "good_worst_at": f"{case} frame {frame}",
                     "bad_median": round(r["bad_median"], 4)})
     return out
 
