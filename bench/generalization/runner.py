@@ -30,9 +30,11 @@ def _node(prompt: dict, cls: str) -> str:
     return next(nid for nid, n in prompt.items() if n["class_type"] == cls)
 
 
-def build_prompt(video: str, count: int, source: str, reference: str | None, prefix: str) -> dict:
+def build_prompt(video: str, count: int, source: str, reference: str | None, prefix: str,
+                 qa_policy: str | None = None) -> dict:
     """The shipped workflow for one run; ``reference`` None: Track Faces follows the largest face
-    (the clip gave the scorer no face to crop a reference from)."""
+    (the clip gave the scorer no face to crop a reference from). ``qa_policy``: the QA gate's policy
+    instead of the shipped one ("flag only" delivers every swapped face, for labelling)."""
     p = json.loads(Path(WORKFLOW).read_text())
     loader, track = _node(p, "SwaplineLoadVideo"), _node(p, "SwaplineTrackFaces")
     p[loader]["inputs"].update(video=video, count=int(count))
@@ -48,6 +50,8 @@ def build_prompt(video: str, count: int, source: str, reference: str | None, pre
         ref_node["inputs"]["image"] = reference
     qa = _node(p, "SwaplineQAGate")
     p[qa]["inputs"]["filename_prefix"] = prefix
+    if qa_policy is not None:
+        p[qa]["inputs"]["policy"] = qa_policy
     p[_node(p, "SwaplineC2PASink")]["inputs"]["filename_prefix"] = prefix
     p[FRAMES_TO_IMAGE] = {"class_type": "SwaplineFramesToImage",
                           "inputs": {"frames": [qa, 0], "max_frames": 100_000}}
@@ -130,11 +134,12 @@ class Server:
         Image.fromarray(rgb).save(self.input_dir / name)
         return name
 
-    def run(self, label: str, video: str, count: int, source: str, reference: str | None) -> dict:
+    def run(self, label: str, video: str, count: int, source: str, reference: str | None,
+            qa_policy: str | None = None) -> dict:
         from PIL import Image
 
         prefix = f"gx/{label}"
-        prompt = build_prompt(video, count, source, reference, prefix)
+        prompt = build_prompt(video, count, source, reference, prefix, qa_policy)
         t0 = time.perf_counter()
         hist = self.server.run(prompt, timeout=1800)
         wall = time.perf_counter() - t0

@@ -1,0 +1,195 @@
+"""How the QA gate agrees with the labels: per face, leave-one-clip-out.
+
+    .venv/bin/python -m bench.qa_labels.agreement [--doc]
+
+A face the gate passes is a positive: precision is the share of passed faces a viewer accepts, recall
+the share of accepted faces the gate passes (what a studio gets, and what it loses). Two gates are
+judged on the same faces:
+
+- ``shipped``: the limits in swapline_core/qa/thresholds.json (chosen on one clip), as they stand;
+- ``chosen``: limits chosen by ``choose`` on every clip but one and judged on that one (each clip in
+  turn), so no face is judged by limits chosen on it.
+
+``choose`` is a rule, not a fit to one frame: starting with no limit, it tightens one metric at a
+time to the candidate (a quantile of the training faces' values) that raises training precision
+most while training recall stays >= MIN_RECALL; only metrics that separate labelled good from bad
+faces on the training clips (AUC >= MIN_AUC, failing direction) may fail a face. It stops when no
+step raises precision by STEP_GAIN.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from swapline_core.qa.decide import _CHECKS, QAThresholds
+
+from ..paths import REPO
+from . import labels as qlabels
+from .build import GATE
+
+MIN_RECALL, MIN_AUC, STEP_GAIN = 0.70, 0.60, 0.005
+QUANTILES = np.linspace(0.5, 0.99, 50)
+# the gate's checks as (metric, direction); redetection is a yes/no check of its own
+METRICS = tuple((m, d) for m, _, d, _, _ in _CHECKS)
+DOC = REPO / "docs" / "measurements" / "qa_agreement.md"
+
+
+def table() -> list[dict]:
+    """One row per labelled face: id, clip, source, acceptable, defects, the gate's values and verdict."""
+    lab = qlabels.labels(1)
+    gate = {r["id"]: r for r in map(json.loads, GATE.read_text().splitlines())}
+    prov = {r["id"]: r for r in qlabels.faces()}
+    rows = []
+    for fid, lb in lab.items():
+        g, p = gate[fid], prov[fid]
+        rows.append({"id": fid, "clip": p["clip"], "source": p["source"], "acceptable": lb["acceptable"],
+                     "defects": lb["defects"], "shipped_pass": not g.get("reasons"),
+                     "redetected": bool(g.get("redetected", True)),
+                     **{m: g.get(m) for m, _ in METRICS}})
+    return rows
+
+
+def _values(rows: list[dict], metric: str) -> np.ndarray:
+    return np.array([np.nan if r[metric] is None else float(r[metric]) for r in rows])
+
+
+def auc(rows: list[dict], metric: str, direction: str) -> float | None:
+    """P(a bad face reads worse than a good one) on this metric; 0.5: no separation. Faces without a
+    value are left out; None when one class has none."""
+    v = _values(rows, metric)
+    ok = np.array([r["acceptable"] for r in rows])
+    has = np.isfinite(v)
+    good, bad = v[has & ok], v[has & ~ok]
+    if not len(good) or not len(bad):
+        return None
+    if direction == "min":
+        good, bad = -good, -bad
+    greater = (bad[:, None] > good[None, :]).mean()
+    ties = (bad[:, None] == good[None, :]).mean()
+    return float(greater + ties / 2)
+
+
+def passes(rows: list[dict], limits: dict[str, float], redetection: bool) -> np.ndarray:
+    ok = np.ones(len(rows), bool)
+    for m, d in METRICS:
+        if m not in limits:
+            continue
+        v = _values(rows, m)
+        bad = (v > limits[m]) if d == "max" else (v < limits[m])
+        ok &= ~np.nan_to_num(bad, nan=False).astype(bool)
+    if redetection:
+        ok &= np.array([r["redetected"] for r in rows])
+    return ok
+
+
+def scores(acceptable: np.ndarray, passed: np.ndarray) -> dict:
+    tp = int(np.sum(passed & acceptable))
+    return {"faces": int(len(acceptable)), "acceptable": int(acceptable.sum()), "passed": int(passed.sum()),
+            "precision": round(tp / passed.sum(), 3) if passed.sum() else None,
+            "recall": round(tp / acceptable.sum(), 3) if acceptable.sum() else None}
+
+
+def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
+    """Limits and whether re-detection is required, by the rule in the module docstring."""
+    acc = np.array([r["acceptable"] for r in rows])
+    usable = [(m, d) for m, d in METRICS if (a := auc(rows, m, d)) is not None and a >= MIN_AUC]
+    red = np.array([r["redetected"] for r in rows])
+    # re-detection counts as one more yes/no metric: required only if it separates
+    redetection = bool((~red).any() and acc[~red].mean() < acc[red].mean() - 0.1) if red.any() else False
+    limits: dict[str, float] = {}
+
+    def prec(lim):
+        p = passes(rows, lim, redetection)
+        s = scores(acc, p)
+        return (s["precision"] or 0.0), (s["recall"] or 0.0)
+
+    best_p, _ = prec(limits)
+    while True:
+        step = None
+        for m, d in usable:
+            v = _values(rows, m)
+            v = v[np.isfinite(v)]
+            if not len(v):
+                continue
+            qs = np.quantile(v, QUANTILES if d == "max" else 1 - QUANTILES)
+            for q in np.unique(qs):
+                if m in limits and ((d == "max" and q >= limits[m]) or (d == "min" and q <= limits[m])):
+                    continue
+                p, rc = prec({**limits, m: float(q)})
+                if rc >= MIN_RECALL and p > best_p + STEP_GAIN and (step is None or p > step[0]):
+                    step = (p, m, float(q))
+        if step is None:
+            return limits, redetection
+        best_p, m, q = step
+        limits[m] = q
+
+
+def shipped_limits() -> dict[str, float]:
+    th = QAThresholds()
+    return {m: getattr(th, f) for m, f, *_ in _CHECKS}
+
+
+def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
+    passed = np.zeros(len(rows), bool)
+    per_clip = {}
+    for clip in sorted({r["clip"] for r in rows}):
+        train = [r for r in rows if r["clip"] != clip]
+        test_idx = [i for i, r in enumerate(rows) if r["clip"] == clip]
+        limits, red = choose(train)
+        passed[test_idx] = passes([rows[i] for i in test_idx], limits, red)
+        per_clip[clip] = {"limits": {k: round(v, 4) for k, v in limits.items()}, "redetection": red}
+    return passed, per_clip
+
+
+def measure() -> dict:
+    rows = table()
+    acc = np.array([r["acceptable"] for r in rows])
+    shipped = np.array([r["shipped_pass"] for r in rows])
+    loco, loco_limits = leave_one_clip_out(rows)
+    full_limits, full_red = choose(rows)
+
+    def grouped(key: str) -> dict:
+        out = {}
+        for g in sorted({r[key] for r in rows}):
+            idx = np.array([r[key] == g for r in rows])
+            out[g] = {"shipped": scores(acc[idx], shipped[idx]), "loco": scores(acc[idx], loco[idx])}
+        return out
+
+    defects = Counter(d for r in rows for d in r["defects"])
+    per_defect = {}
+    for d, n in defects.most_common():
+        idx = np.array([d in r["defects"] for r in rows])
+        per_defect[d] = {"faces": n, "shipped_recall": round(float((~shipped[idx]).mean()), 3),
+                         "loco_recall": round(float((~loco[idx]).mean()), 3)}
+    separation = {m: (round(a, 3) if (a := auc(rows, m, d)) is not None else None) for m, d in METRICS}
+    return {"faces": len(rows), "acceptable": int(acc.sum()), "clips": len({r["clip"] for r in rows}),
+            "sources": len({r["source"] for r in rows}),
+            "shipped": scores(acc, shipped), "loco": scores(acc, loco),
+            "per_clip": grouped("clip"), "per_source": grouped("source"), "per_defect": per_defect,
+            "auc": separation, "loco_limits": loco_limits,
+            "all_clips_limits": {"limits": {k: round(v, 4) for k, v in full_limits.items()},
+                                 "redetection": full_red},
+            "shipped_limits": shipped_limits(), "agreement": qlabels.agreement(),
+            "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    a = ap.parse_args(argv)
+    res = measure()
+    res["date"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = json.dumps(res, indent=1)
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

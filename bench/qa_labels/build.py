@@ -1,0 +1,204 @@
+"""Build the faces to label: clips x sources through the shipped workflow, QA set to *flag only*.
+
+    .venv/bin/python -m bench.qa_labels.build [--clips a,b] [--sources a,b] [--frames 24] [--every 2]
+
+Per clip the first FRAMES frames are tracked once (the generalization section's reference rule: the
+scorer's largest face); then one prompt per source on one real ComfyUI server. Every EVERY-th frame's
+swapped faces become crop pairs, target | result, each side CROP px square around the tracked box
+grown by PAD. A face the swap stage refused (left untouched on purpose) is recorded but not cropped:
+there is nothing swapped to judge. Runs already in the set are skipped, so the build resumes.
+
+Clips: the development set (bench/generalization/devset.py) plus the eight clips issue 48 names from
+the same MIT wheel. Only these may be fetched or looked at; the wheel's other clips are kept for
+independent checks. Sources: the shipped photos, a panel face, the small source and a side-lit one
+(``side_lit``: a fixed recipe on a panel face).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..generalization import devset, metrics
+from ..generalization.runner import Server
+from ..generalization.section import _frames, reference_crop
+from ..paths import OUT, REPO
+
+SET = Path(__file__).resolve().parent / "set"
+CROPS = SET / "crops"
+FACES = SET / "faces.jsonl"
+GATE = SET / "gate.jsonl"
+
+EXTRA_CLIPS = (
+    devset.Clip("video_capybara_v0_1_image_to_video-1", "two people, selfie"),
+    devset.Clip("video_wan2_2_5B_fun_control-1", "hooded dancer"),
+    devset.Clip("video_wan_vace_14B_v2v-2", "woman among flowers"),
+    devset.Clip("video_wan_vace_flf2v-1", "ballerina"),
+    devset.Clip("video_bernini_r_video_editing-1", "woman in a coat"),
+    devset.Clip("api_luma_ray3_2_video_edit-2", "guitarist, small face"),
+    devset.Clip("video_wan2_2_5B_ti2v-1", "guitarist in a subway"),
+    devset.Clip("video_wan2.1_fun_camera_v1.1_14B-1", "piano bar, small faces"),
+)
+CLIPS = devset.CLIPS + EXTRA_CLIPS
+SOURCES = ("shipped_colour", "shipped_grey", "f_blonde_smile", "m_astronaut", "small_m_t1_smile",
+           "side_lit_m_t1_smile")
+FRAMES, EVERY = 24, 2
+CROP, PAD = 192, 1.6
+QA_POLICY = "flag only"
+# the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
+DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
+
+
+def side_lit(rgb: np.ndarray) -> np.ndarray:
+    """A key light from the left: luminance times a ramp from 1.15 (left edge) to 0.3 (right edge),
+    smooth in x (a cosine), applied in linear light so the dark side keeps its colour."""
+    h, w = rgb.shape[:2]
+    t = (1 - np.cos(np.linspace(0, np.pi, w))) / 2            # 0 at the left edge, 1 at the right
+    gain = (1.15 + (0.3 - 1.15) * t)[None, :, None]
+    lin = (rgb.astype(np.float32) / 255) ** 2.2
+    return (np.clip(lin * gain, 0, 1) ** (1 / 2.2) * 255 + 0.5).astype(np.uint8)
+
+
+def sources(out: Path = OUT / "qa_labels" / "sources") -> dict[str, devset.Source]:
+    from PIL import Image
+
+    srcs = {s.name: s for s in devset.build_sources()}
+    base = next(s for s in srcs.values() if s.name == "m_t1_smile")
+    out.mkdir(parents=True, exist_ok=True)
+    lit = out / "side_lit_m_t1_smile.png"
+    Image.fromarray(side_lit(np.asarray(Image.open(base.path).convert("RGB")))).save(lit)
+    srcs[lit.stem] = devset.Source(lit.stem, lit, "m_t1_smile lit from the left (bench/qa_labels/build.side_lit)")
+    return srcs
+
+
+def fetch(clips=CLIPS) -> list[Path]:
+    return devset.fetch_clips(clips)
+
+
+def square(box, shape, pad: float = PAD) -> tuple[int, int, int]:
+    """(x, y, side) of the square around ``box`` grown by ``pad``, shifted (not cut) into the frame."""
+    x0, y0, x1, y1 = box
+    h, w = shape[:2]
+    side = int(min(max(x1 - x0, y1 - y0) * pad, h, w))
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    x = int(np.clip(round(cx - side / 2), 0, w - side))
+    y = int(np.clip(round(cy - side / 2), 0, h - side))
+    return x, y, side
+
+
+def pair(original: np.ndarray, result: np.ndarray, box, size: int = CROP) -> np.ndarray:
+    """target | result, each the same square resized to ``size`` (area when shrinking, cubic when
+    enlarging: small faces are shown large enough to judge), 4 px grey gap."""
+    import cv2
+
+    x, y, side = square(box, original.shape)
+    interp = cv2.INTER_AREA if side > size else cv2.INTER_CUBIC
+    a, b = (cv2.resize(np.ascontiguousarray(f[y:y + side, x:x + side]), (size, size), interpolation=interp)
+            for f in (original, result))
+    gap = np.full((size, 4, 3), 128, np.uint8)
+    return np.concatenate([a, gap, b], axis=1)
+
+
+def face_id(clip: str, source: str, frame: int, track) -> str:
+    return f"{clip}|{source}|{frame:03d}|{track}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def done_runs() -> set[tuple[str, str]]:
+    if not FACES.is_file():
+        return set()
+    return {(r["clip"], r["source"]) for r in map(json.loads, FACES.read_text().splitlines())}
+
+
+def _append(path: Path, rows: list[dict]) -> None:
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+
+
+def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[np.ndarray], every: int,
+              rev: str) -> tuple[list[dict], list[dict]]:
+    """The (faces.jsonl, gate.jsonl) rows of one run; writes the crops."""
+    from PIL import Image
+
+    face_rows, gate_rows = [], []
+    CROPS.mkdir(parents=True, exist_ok=True)
+    for rec in res["qa"]["frames"]:
+        i = rec["frame"]
+        if i % every or rec["status"] in ("skipped", "no_face"):
+            continue
+        for f in rec.get("faces") or []:
+            fid = face_id(clip.name, source.name, i, f.get("track_id"))
+            row = {"id": fid, "clip": clip.name, "source": source.name, "frame": i, "track": f.get("track_id"),
+                   "bbox": f["bbox"], "commit": rev, "swapper": "builtin classical", "qa_policy": QA_POLICY}
+            if f.get("skip_reason") or not f.get("swapped", True):
+                row["crop"] = None
+                row["not_swapped"] = f.get("skip_reason") or "the result hardly changed the face"
+            else:
+                name = fid.replace("|", "__").replace(".", "_") + ".jpg"
+                Image.fromarray(pair(frames[i], res["frames"][i], f["bbox"])).save(CROPS / name, quality=93)
+                row["crop"] = f"crops/{name}"
+            face_rows.append(row)
+            gate_rows.append({"id": fid, **{k: v for k, v in f.items() if k not in DROP_KEYS}})
+    return face_rows, gate_rows
+
+
+def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = EVERY, log=print) -> None:
+    clips = [c for c in CLIPS if not clip_names or c.name in clip_names]
+    fetch(clips)
+    srcs = sources()
+    names = source_names or SOURCES
+    missing = [n for n in names if n not in srcs]
+    if missing:
+        raise SystemExit(f"unknown source(s) {missing}; known: {sorted(srcs)}")
+    done, rev = done_runs(), commit()
+    SET.mkdir(parents=True, exist_ok=True)
+    with Server(OUT / "qa_labels" / "work", log=log) as server:
+        staged = {n: server.stage_file(srcs[n].path, f"ql_src_{n}.png") for n in names}
+        for clip in clips:
+            todo = [n for n in names if (clip.name, n) not in done]
+            if not todo:
+                continue
+            frames = _frames(clip.path(), count)
+            truth = metrics.ClipTruth(frames)
+            ref = reference_crop(truth)
+            video = server.stage_file(clip.path(), f"ql_{clip.name}{clip.path().suffix}")
+            ref_name = None if ref is None else server.stage_image(ref, f"ql_ref_{clip.name}.png")
+            for n in todo:
+                t0 = time.perf_counter()
+                res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], ref_name, qa_policy=QA_POLICY)
+                face_rows, gate_rows = run_pairs(clip, srcs[n], res, frames, every, rev)
+                if not face_rows:
+                    # a run with no face still counts as done, so the build does not redo it
+                    face_rows = [{"id": face_id(clip.name, n, -1, None), "clip": clip.name, "source": n,
+                                  "frame": -1, "crop": None, "not_swapped": "no tracked face", "commit": rev}]
+                _append(GATE, gate_rows)
+                _append(FACES, face_rows)
+                log(f"qa_labels: {clip.name} x {n}: {sum(r['crop'] is not None for r in face_rows)} pairs "
+                    f"({time.perf_counter() - t0:.0f} s)")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clips", help="comma-separated clip names (default: all)")
+    ap.add_argument("--sources", help=f"comma-separated source names (default: {','.join(SOURCES)})")
+    ap.add_argument("--frames", type=int, default=FRAMES)
+    ap.add_argument("--every", type=int, default=EVERY)
+    a = ap.parse_args(argv)
+    split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
+    build(split(a.clips), split(a.sources), a.frames, a.every)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Labelling sheets and labels: the faces as a person sees them, and what that person said.
+
+    .venv/bin/python -m bench.qa_labels.labels sheets [--second]   # numbered sheets -> out/bench/qa_labels/sheets/
+    .venv/bin/python -m bench.qa_labels.labels merge FILE... --pass 1 --labeller NAME
+    .venv/bin/python -m bench.qa_labels.labels agreement
+
+A sheet shows PER_SHEET crop pairs (target | result), each under its number and nothing else: no
+clip, source, metric or gate verdict. A labeller writes one line per number, ``N ok`` or
+``N bad CODE[,CODE]`` with the defect codes below; ``merge`` checks the lines against the sheets'
+index and appends them to labels.jsonl. ``--second`` makes sheets of a random SECOND_SHARE of the
+labelled faces, shuffled, for the second pass whose agreement ``agreement`` reports.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ..paths import OUT
+from .build import FACES, SET
+
+LABELS = SET / "labels.jsonl"
+SHEETS = OUT / "qa_labels" / "sheets"
+COLS, ROWS = 3, 4
+PER_SHEET = COLS * ROWS
+SECOND_SHARE, SECOND_SEED = 0.10, 48
+
+# what a viewer sees, in the issue's words
+DEFECTS = {
+    "occluder": "occluder damaged (hand, hair, object, lens edge cut or painted over)",
+    "glasses": "glasses removed (frames or lenses in the target, skin in the result)",
+    "seam": "seam or edge at the paste boundary",
+    "blotch": "smudge or blotch, brightness step inside the face",
+    "ghost": "colourless or ghost face",
+    "cast": "colour cast against the target",
+    "mouth": "wrong expression or mouth",
+    "offface": "pasted off the face",
+    "distorted": "face distorted out of the target's proportions",
+    "soft": "soft against a sharp target",
+}
+
+
+def faces() -> list[dict]:
+    return [r for r in map(json.loads, FACES.read_text().splitlines()) if r.get("crop")]
+
+
+def labels(pass_: int | None = 1) -> dict[str, dict]:
+    if not LABELS.is_file():
+        return {}
+    rows = [json.loads(x) for x in LABELS.read_text().splitlines() if x.strip()]
+    return {r["id"]: r for r in rows if pass_ is None or r["pass"] == pass_}
+
+
+def _sheet(rows: list[dict], numbers: list[int], path: Path) -> None:
+    import cv2
+    from PIL import Image
+
+    tiles = []
+    for r, n in zip(rows, numbers):
+        im = np.asarray(Image.open(SET / r["crop"]).convert("RGB"))
+        head = np.full((26, im.shape[1], 3), 255, np.uint8)
+        cv2.putText(head, str(n), (4, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.7, (0, 0, 0), 2, cv2.LINE_AA)
+        tile = np.concatenate([head, im], axis=0)
+        tiles.append(np.pad(tile, ((4, 4), (4, 4), (0, 0)), constant_values=255))
+    blank = np.full_like(tiles[0], 255)
+    tiles += [blank] * (-len(tiles) % COLS)
+    grid = np.concatenate([np.concatenate(tiles[i:i + COLS], axis=1) for i in range(0, len(tiles), COLS)], axis=0)
+    Image.fromarray(grid).save(path)
+
+
+def sheets(second: bool = False, out: Path = SHEETS) -> Path:
+    """Write the sheets and their index (number -> face id); returns the index path. First pass:
+    every cropped face not yet labelled, numbered from 1 in the set's order (runs grouped, so a
+    labeller sees a clip's faces together). Second pass: SECOND_SHARE of the first pass's faces,
+    shuffled, numbered from 5001."""
+    have = labels(1)
+    rows = faces()
+    if second:
+        done2 = labels(2)
+        pool = sorted(i for i in have if i not in done2)
+        rng = random.Random(SECOND_SEED)
+        k = max(1, round(SECOND_SHARE * len(have))) - len(done2)
+        pick = set(rng.sample(pool, max(0, min(k, len(pool)))))
+        rows = [r for r in rows if r["id"] in pick]
+        rng.shuffle(rows)
+        first = 5001
+    else:
+        rows = [r for r in rows if r["id"] not in have]
+        first = 1
+    sub = out / ("second" if second else "first")
+    sub.mkdir(parents=True, exist_ok=True)
+    for old in sub.glob("sheet_*.png"):
+        old.unlink()
+    index = {}
+    for s in range(0, len(rows), PER_SHEET):
+        chunk = rows[s:s + PER_SHEET]
+        numbers = list(range(first + s, first + s + len(chunk)))
+        _sheet(chunk, numbers, sub / f"sheet_{s // PER_SHEET + 1:03d}.png")
+        index.update({str(n): r["id"] for n, r in zip(numbers, chunk)})
+    (sub / "index.json").write_text(json.dumps(index, indent=0))
+    return sub / "index.json"
+
+
+LINE = re.compile(r"^\s*(\d+)\s+(ok|bad)\s*([a-z,\s]*)$")
+
+
+def parse(text: str, index: dict[str, str]) -> dict[str, tuple[bool, list[str]]]:
+    """{face id: (acceptable, defects)} from a labeller's lines; an unknown number, an unknown code,
+    a 'bad' without a code or a number given twice is an error (nothing is guessed)."""
+    out: dict[str, tuple[bool, list[str]]] = {}
+    for k, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = LINE.match(line)
+        if not m:
+            raise ValueError(f"line {k}: {line!r} is not 'N ok' or 'N bad CODE[,CODE]'")
+        n, verdict, codes = m.group(1), m.group(2), [c for c in re.split(r"[,\s]+", m.group(3)) if c]
+        if n not in index:
+            raise ValueError(f"line {k}: number {n} is on no sheet of this index")
+        unknown = [c for c in codes if c not in DEFECTS]
+        if unknown:
+            raise ValueError(f"line {k}: unknown defect code(s) {unknown}; codes: {sorted(DEFECTS)}")
+        if verdict == "bad" and not codes:
+            raise ValueError(f"line {k}: 'bad' needs at least one defect code")
+        if verdict == "ok" and codes:
+            raise ValueError(f"line {k}: 'ok' takes no defect code")
+        if index[n] in out:
+            raise ValueError(f"line {k}: number {n} labelled twice")
+        out[index[n]] = (verdict == "ok", sorted(set(codes)))
+    return out
+
+
+def merge(files: list[Path], index: Path, pass_: int, labeller: str) -> int:
+    idx = json.loads(index.read_text())
+    have = labels(pass_)
+    new = {}
+    for f in files:
+        for fid, v in parse(f.read_text(), idx).items():
+            if fid in new or fid in have:
+                raise ValueError(f"{f}: {fid} already labelled in pass {pass_}")
+            new[fid] = v
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    with open(LABELS, "a") as out:
+        for fid, (ok, defects) in new.items():
+            out.write(json.dumps({"id": fid, "acceptable": ok, "defects": defects, "pass": pass_,
+                                  "labeller": labeller, "date": when}, sort_keys=True) + "\n")
+    return len(new)
+
+
+def agreement() -> dict:
+    """Second pass against the first: share of faces with the same verdict, and Cohen's kappa."""
+    a, b = labels(1), labels(2)
+    both = sorted(set(a) & set(b))
+    if not both:
+        return {"faces": 0}
+    x = np.array([a[i]["acceptable"] for i in both])
+    y = np.array([b[i]["acceptable"] for i in both])
+    po = float(np.mean(x == y))
+    pe = float(x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean()))
+    kappa = (po - pe) / (1 - pe) if pe < 1 else 1.0
+    return {"faces": len(both), "same_verdict": round(po, 3), "kappa": round(kappa, 3),
+            "first_ok_second_bad": int(np.sum(x & ~y)), "first_bad_second_ok": int(np.sum(~x & y))}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sheets")
+    s.add_argument("--second", action="store_true")
+    m = sub.add_parser("merge")
+    m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("--index", type=Path, required=True)
+    m.add_argument("--pass", dest="pass_", type=int, choices=(1, 2), required=True)
+    m.add_argument("--labeller", required=True)
+    sub.add_parser("agreement")
+    a = ap.parse_args(argv)
+    if a.cmd == "sheets":
+        print(sheets(a.second))
+    elif a.cmd == "merge":
+        print(f"{merge(a.files, a.index, a.pass_, a.labeller)} labels added to {LABELS}")
+    else:
+        print(json.dumps(agreement()))
+
+
+if __name__ == "__main__":
+    main()
