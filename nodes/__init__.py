@@ -11,6 +11,7 @@ import logging
 from comfy_api.latest import ComfyExtension, io
 from typing_extensions import override
 
+from ..swapline_core import settings
 from . import metrics_route, model_paths, prompt_guard, validation
 
 log = logging.getLogger("swapline")
@@ -43,12 +44,14 @@ def register_metrics_route() -> None:
 class SwaplineExtension(ComfyExtension):
     @override
     async def on_load(self) -> None:
+        settings.check_environment()  # a malformed SWAPLINE_* setting refuses the pack, not a job later
         model_paths.register()
         prompt_guard.register()  # a sink with invalid settings rejects the whole prompt
         register_metrics_route()
 
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        settings.check_environment()  # here too: ComfyUI 0.3.75 never calls on_load
         model_paths.register()
         prompt_guard.register()  # here too: ComfyUI 0.3.75 never calls on_load
         register_metrics_route()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..provenance.hashing import sha256_file
+from ..settings import model_cache_mb
 
 T = TypeVar("T")
 _CACHE: dict[tuple, object] = {}          # least recently used first
@@ -26,9 +27,22 @@ _LOCK = threading.Lock()
 MIN_BUDGET = 2 << 30
 MAX_ENTRIES = 64                          # many tiny models: a bound on the bookkeeping only
 _HASHES: dict[tuple, str] = {}  # (realpath, size, mtime_ns) -> sha256: hash a 500 MB file once
-# key -> the lock its one build runs under: two prompts (or two nodes' threads) asking for the same
-# model at once wait for one load instead of each reading and holding a copy of its weights.
-_BUILDING: dict[tuple, threading.Lock] = {}
+
+
+class _Building:
+    """The lock a key's one build runs under, and how many callers hold it or wait for it."""
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+# key -> its build lock: two prompts (or two nodes' threads) asking for the same model at once wait
+# for one load instead of each reading and holding a copy of its weights. The entry lives until its
+# last caller leaves, not until the first build ends: dropped after a failed build, a waiter would
+# rebuild under the old lock while a newcomer built under a new one (issue 50: two loads at once).
+_BUILDING: dict[tuple, _Building] = {}
 
 
 def file_identity(path: str) -> tuple:
@@ -46,12 +60,9 @@ def file_identity(path: str) -> tuple:
 
 
 def budget_bytes() -> int:
-    env = os.environ.get("SWAPLINE_MODEL_CACHE_MB", "").strip()
-    if env:
-        try:
-            return max(0, int(float(env) * (1 << 20)))
-        except ValueError:
-            pass
+    mb = model_cache_mb()     # a malformed value raises: never silently the default
+    if mb is not None:
+        return int(mb * (1 << 20))
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -119,18 +130,21 @@ def cached(kind: str, path: str, settings: tuple, build: Callable[[], T]) -> T:
         if key in _CACHE:
             _CACHE[key] = _CACHE.pop(key)      # most recently used last
             return _CACHE[key]  # type: ignore[return-value]
-        building = _BUILDING.setdefault(key, threading.Lock())
+        building = _BUILDING.setdefault(key, _Building())
+        building.users += 1
     # The global lock is not held while building (a load takes seconds; other models must not wait).
-    with building:
-        try:
+    try:
+        with building.lock:
             with _LOCK:
                 if key in _CACHE:       # built by the caller we waited for
                     return _CACHE[key]  # type: ignore[return-value]
+            # first here, or the build we waited for failed: ours is the one build now
             return _build(kind, path, settings, build, before)
-        finally:
-            with _LOCK:
-                if _BUILDING.get(key) is building:
-                    del _BUILDING[key]
+    finally:
+        with _LOCK:
+            building.users -= 1
+            if not building.users:
+                del _BUILDING[key]
 
 
 def _build(kind: str, path: str, settings: tuple, build: Callable[[], T], before: tuple) -> T:

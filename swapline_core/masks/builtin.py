@@ -36,7 +36,7 @@ class SkinView:
     samples: np.ndarray | None     # (N, 3) Lab of this frame's reliable skin
     d2: np.ndarray | None = None   # squared skin distance; None if too little skin was visible
     model: occ.SkinModel | None = None
-    fitted: bool = False           # fit_views ran on it (its window's fit never changes)
+    fitted: bool = False           # fit_views fitted it (its window's fit never changes)
     hue: np.ndarray | None = None  # hue (degrees) and saturation of the box at work scale
     sat: np.ndarray | None = None
     hue_samples: np.ndarray | None = None   # (N,) hue of the skin samples with usable saturation
@@ -93,8 +93,6 @@ def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_o
     keys, index = [v.key for v in pool], [v.clip_index for v in pool]
     # Each fit writes only its own view and reads the others' samples: views on threads.
     todo = list({id(v): v for v in targets if v.lab is not None and not v.fitted}.values())
-    for v in todo:
-        v.fitted = True
     map_frames(lambda v: _fit(v, pool, keys, index, radius, shot_of), todo)
 
 
@@ -109,6 +107,8 @@ def _fit(v: SkinView, pool: list[SkinView], keys, index, radius: int, shot_of) -
     x = np.concatenate(xs) if xs else np.zeros((0, 3), np.float32)
     if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
         x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
+    # A retry after a fit that raised starts clean: no half-computed map may survive it.
+    v.d2 = v.off = v.lens = v.ring = v.glasses = None
     v.model = occ.fit_skin(x)
     v.hue_floor = None
     if v.model is not None:
@@ -127,6 +127,9 @@ def _fit(v: SkinView, pool: list[SkinView], keys, index, radius: int, shot_of) -
         # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
         eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
         v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
+    # Only now: views are cached across chunks, so a view marked before its fit and left unfitted
+    # by an exception would go without a model for the rest of the clip (issue 50).
+    v.fitted = True
 
 
 def apply(items, views: list[SkinView], pool: list[SkinView], opts, radius: int, shot_of) -> None:

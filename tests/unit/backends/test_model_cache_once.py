@@ -76,3 +76,53 @@ def test_cache_is_bounded_by_weight_bytes_least_recently_used_first(tmp_path, mo
     # a model larger than the whole budget still loads (and is the only one kept)
     load("huge.onnx", 150)
     assert cache.cache_state()["entries"] == 1
+
+
+def test_one_build_at_a_time_also_after_a_failed_build(tmp_path):
+    """Issue 50: after a failed build the caller that waited rebuilt under the old lock while a
+    newcomer made a new one, so two loads of the same model ran at once."""
+    weights = tmp_path / "model.onnx"
+    weights.write_bytes(b"weights" * 1000)
+    count = threading.Lock()
+    inside, most, calls = [0], [0], [0]
+    second_started = threading.Event()
+
+    def build():
+        with count:
+            inside[0] += 1
+            calls[0] += 1
+            most[0] = max(most[0], inside[0])
+            call = calls[0]
+        try:
+            if call == 2:
+                second_started.set()
+            time.sleep(0.5)        # a load takes a while: long enough for the others to ask
+            if call == 1:
+                raise OSError("read error")
+            return _Model()
+        finally:
+            with count:
+                inside[0] -= 1
+
+    got, errors = {}, {}
+
+    def load(name):
+        try:
+            got[name] = cache.cached("test-fail", str(weights), ("cpu",), build)
+        except OSError as exc:
+            errors[name] = exc
+
+    first = threading.Thread(target=load, args=("first",))
+    first.start()
+    time.sleep(0.2)                # the first build is running: this one waits for it
+    waiter = threading.Thread(target=load, args=("waiter",))
+    waiter.start()
+    assert second_started.wait(10), "the waiter never built after the first build failed"
+    late = threading.Thread(target=load, args=("late",))    # arrives while the waiter builds
+    late.start()
+    for t in (first, waiter, late):
+        t.join(10)
+    assert most[0] == 1, f"{most[0]} builds of the same model ran at once"
+    assert set(errors) == {"first"} and calls[0] == 2
+    assert got["waiter"] is got["late"]
+    assert not cache._BUILDING, "no build lock is left behind"
