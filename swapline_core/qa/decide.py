@@ -22,8 +22,9 @@ from .safety import summarize as summarize_safety
 
 FORMAT = "swapline.qa.v2"
 POLICIES = ("flag only", "keep original", "keep original per frame", "fail job")
-# A production run never ships a failing frame by default, and decides per shot (segments.py):
-# a face does not flip between the source's and the target's identity inside one shot.
+# A production run decides per shot by default (segments.py): a face does not flip between the
+# source's and the target's identity inside one shot. A failure just past a limit inside a good
+# shot ships (bridged); the report lists every failing frame that shipped and why.
 DEFAULT_POLICY = "keep original"
 METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio", "mouth_delta", "eye_delta",
            "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface")
@@ -251,21 +252,40 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     ``report["segments"]``. "keep original per frame": every failing frame (even when the
     decision passes under ``max_fail_fraction``, a bad frame is still better replaced);
     "fail job": raise when the decision is "fail". Frames are replaced, never dropped, so the
-    frame count always holds.
+    frame count always holds. ``report["shipped_failing"]`` lists every failing frame delivered
+    swapped, with why.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown QA policy {policy!r}; expected one of {POLICIES}")
     failing = [rec["frame"] for rec in report["frames"] if rec["status"] == "fail"]
-    if policy == "keep original":
-        th = _report_thresholds(report)
-        decided = segments.plan(report, lambda f: face_loads(th, f))
-        report["segments"] = decided["segments"]
-        return decided["revert"]
-    if policy == "keep original per frame":
-        return set(failing)
     if policy == "fail job" and report["decision"] == "fail":
         raise QAFailedError(failing, report["summary"])
-    return set()
+    revert: set[int] = set()
+    if policy == "keep original":
+        th = _report_thresholds(report)
+        decided = segments.plan(report, lambda f: face_excess(th, f))
+        report["segments"] = decided["segments"]
+        revert = decided["revert"]
+    elif policy == "keep original per frame":
+        revert = set(failing)
+    report["shipped_failing"] = shipped_failing(report, revert, policy)
+    return revert
+
+
+def shipped_failing(report: dict, revert: set[int], policy: str) -> list[dict]:
+    """Every failing frame delivered swapped: frame, each failing face's track and reasons, and why
+    it shipped (bridged inside a swapped shot, or the policy ships failures)."""
+    bridged = {i for seg in report.get("segments") or [] for i in seg.get("bridged_frames") or []}
+    out = []
+    for rec in report["frames"]:
+        if rec["status"] != "fail" or rec["frame"] in revert:
+            continue
+        why = ("bridged: within its metric's band inside a swapped shot" if rec["frame"] in bridged
+               else f"policy '{policy}' ships failing frames")
+        out.append({"frame": rec["frame"], "why": why,
+                    "faces": [{"track_id": f.get("track_id"), "reasons": f["reasons"]}
+                              for f in rec.get("faces") or [] if f.get("reasons")]})
+    return out
 
 
 def merge_chunk(first_index: int, originals: Sequence[np.ndarray], swapped: Sequence[np.ndarray],
@@ -295,6 +315,15 @@ def metric_load(th: QAThresholds, metric: str, field: str, kind: str, v: float |
 def face_loads(th: QAThresholds, face: dict) -> list[tuple[str, float | None]]:
     """(metric, load) for every check of one face record (:func:`metric_load`)."""
     return [(m, metric_load(th, m, f, k, face.get(m))) for m, f, k, _, _ in _CHECKS]
+
+
+def face_excess(th: QAThresholds, face: dict) -> list[tuple[str, float | None]]:
+    """(metric, how far past its limit in the metric's own units; <= 0 passes) for every check."""
+    out = []
+    for m, f, k, _, _ in _CHECKS:
+        v, lim = face.get(m), float(getattr(th, f))
+        out.append((m, None if v is None else (float(v) - lim if k == "max" else lim - float(v))))
+    return out
 
 
 def _report_thresholds(report: dict) -> QAThresholds:

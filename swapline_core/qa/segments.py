@@ -8,17 +8,19 @@ tracked face between two cuts) is delivered swapped or kept original as a whole:
 - a segment with a frame that failed outright, or a face the swap refused while other frames of
   the segment were swapped, is kept original over its whole span: a swap that cannot hold for
   the shot is not shown for part of it;
-- a failure within ``BRIDGE_LOAD`` of its limits (hysteresis: the limits decide where a segment
-  can be swapped, the band keeps it swapped) is bridged: delivered swapped and listed, so one
-  frame's mouth 0.3 % over its limit does not revert a shot. Failures that say something was
-  painted where it must not be (an occluder, off the face), a face that is no longer found and
-  faces the swap did not change are never bridged;
-- a lone failure of a measurement made through a landmark fit or an embedding (``FIT_METRICS``:
-  mouth opening, identity, drift) is bridged up to ``SPIKE_LOAD``: on the frame before and the
-  frame after, the same metric passes. Those fits jitter from frame to frame, so over a long shot
-  one frame's reading almost surely lands past a limit somewhere; a defect a viewer would see
-  lasts longer than one frame. Pixel metrics (seams, colour, bleed) and flicker are what is shown,
-  so they get no such allowance; a lone spike past ``SPIKE_LOAD`` still reverts;
+- a failure at most ``BAND[metric]`` past its limit, in the metric's own units (hysteresis: the
+  limits decide where a segment can be swapped, the band keeps it swapped) is bridged: delivered
+  swapped and listed, so one frame's mouth a hair over its limit does not revert a shot. A band
+  relative to the limit would not do: a leakage limit of 0.99 or an ArcFace identity limit of 0.2
+  would make every failure of that metric "marginal". Leakage failures, failures that say something was painted
+  where it must not be (an occluder, off the face), a face that is no longer found, faces the swap
+  did not change and metrics without a band are never bridged;
+- a lone failure of a measurement made through a landmark fit or an embedding (``SPIKE``: mouth
+  opening, identity, drift, mouth correlation) is bridged up to ``SPIKE[metric]`` past its limit:
+  on the frame before and the frame after, the same metric passes. Those fits jitter from frame
+  to frame, so over a long shot one frame's reading almost surely lands past a limit somewhere; a
+  defect a viewer would see lasts longer than one frame. Pixel metrics (seams, colour, bleed) and
+  flicker are what is shown, so they get no such allowance; a lone spike past ``SPIKE`` reverts;
 - a segment whose faces were all refused stays as it was: the target, consistently.
 
 Reverting is per frame (the whole frame goes back to the original), so a reverted segment also
@@ -33,24 +35,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# A failing metric at most this far past its limit (value/limit for maxima, the shortfall
-# relative to the room below 1 for minima, decide.metric_load) is bridged inside a swapped segment.
-BRIDGE_LOAD = 1.25
+# How far past its limit (in the metric's own units) a failure is bridged inside a swapped segment.
+# Roughly a quarter of the room the shipped limits leave; a metric not listed is never bridged
+# (leakage: a result that still reads as the target was not swapped, however close to its limit).
+BAND = {"identity": 0.04, "landmark_drift": 0.1, "flicker_ratio": 0.8, "mouth_delta": 0.02,
+        "expression_corr": 0.1, "colour_cast": 3.0, "seam_ratio": 0.25, "bleed": 0.015}
 # Metrics whose failure is a visible defect wherever it happens, however small the excess.
 NEVER_BRIDGED = ("occluder_overwrite", "offface")
-# Metrics read through a landmark fit or an embedding, whose lone one-frame failures are bridged.
-FIT_METRICS = ("identity", "leakage", "landmark_drift", "mouth_delta", "expression_corr")
-# A lone failure this far past its limit is not fit noise: it reverts like a lasting one.
-SPIKE_LOAD = 2.0
+# Metrics read through a landmark fit or an embedding: a lone one-frame failure is bridged up to
+# this far past the limit (further, it is not fit noise and reverts like a lasting one).
+SPIKE = {"identity": 0.15, "landmark_drift": 0.4, "mouth_delta": 0.08, "expression_corr": 0.4}
 
 
 def _shot(cuts: Sequence[int], frame: int) -> int:
     return int(np.searchsorted(np.asarray(sorted(cuts), np.int64), frame, side="right"))
 
 
-def _face_state(face: dict, lds: list, lone: frozenset) -> tuple[str, list[str]]:
+def _face_state(face: dict, excess: list, lone: frozenset) -> tuple[str, list[str]]:
     """'ok', 'marginal', 'bad' or 'refused' for one evaluated face record, and its reasons.
-    ``lds``: its (metric, load) pairs; ``lone``: the metrics that pass on the frames before and after."""
+    ``excess``: its (metric, how far past the limit; <= 0 passes) pairs; ``lone``: the metrics that
+    pass on the frames before and after."""
     reasons = list(face.get("reasons") or [])
     if face.get("skip_reason"):
         return "refused", [face["skip_reason"]]
@@ -58,10 +62,10 @@ def _face_state(face: dict, lds: list, lone: frozenset) -> tuple[str, list[str]]
         return "ok", []
     if face.get("swapped") is False or not face.get("redetected", True) or face.get("identity") is None:
         return "bad", reasons
-    failing = [(m, lo) for m, lo in lds if lo is not None and lo > 1.0]
+    failing = [(m, x) for m, x in excess if x is not None and x > 0]
     if len(failing) != len(reasons) or any(
-            m in NEVER_BRIDGED or lo > (SPIKE_LOAD if m in lone and m in FIT_METRICS else BRIDGE_LOAD)
-            for m, lo in failing):
+            m in NEVER_BRIDGED or m not in BAND or x > (SPIKE.get(m, BAND[m]) if m in lone else BAND[m])
+            for m, x in failing):
         return "bad", reasons
     return "marginal", reasons
 
@@ -70,31 +74,31 @@ def _lone_failures(rows: list) -> list[frozenset]:
     """Per row (frame, face) of one segment in frame order: the metrics that pass on the segment's
     faces of the frame just before and just after it. A frame without both neighbours evaluated
     (segment ends, QA sampling every n-th frame) has none: nothing says its failure is brief."""
-    passing = {i: {m for m, lo in lds if lo is not None and lo <= 1.0} for i, _, lds in rows}
+    passing = {i: {m for m, x in exc if x is not None and x <= 0} for i, _, exc in rows}
     return [frozenset(passing[i - 1] & passing[i + 1]) if i - 1 in passing and i + 1 in passing
             else frozenset() for i, _, _ in rows]
 
 
-def plan(report: dict, loads) -> dict:
+def plan(report: dict, excess) -> dict:
     """The per-segment decisions for a finished report: {"revert": set of frames, "segments": [...]}.
 
-    ``loads(face)`` yields (metric, load) for a face record against the thresholds the report was
-    judged with (decide.face_loads). Segments carry track, shot, first/last frame,
+    ``excess(face)`` yields (metric, how far past its limit) for a face record against the
+    thresholds the report was judged with (decide.face_excess). Segments carry track, shot, first/last frame,
     the decision ("swapped", "kept original", "refused") and why.
     """
     cuts = list(report.get("cuts") or [])
     frames = {rec["frame"]: rec for rec in report["frames"]}
-    faces: dict = defaultdict(list)                # (track, shot) -> [(frame, face, loads)]
+    faces: dict = defaultdict(list)                # (track, shot) -> [(frame, face, excess)]
     for i in sorted(frames):
         rec = frames[i]
         if rec["status"] in ("skipped", "no_face"):
             continue
         for f in rec.get("faces") or []:
-            faces[(f.get("track_id"), _shot(cuts, i))].append((i, f, loads(f)))
+            faces[(f.get("track_id"), _shot(cuts, i))].append((i, f, excess(f)))
     seg_frames: dict = {}                          # (track, shot) -> [(frame, state, reasons)]
     for key, rows in faces.items():
-        seg_frames[key] = [(i, *_face_state(f, lds, lone))
-                           for (i, f, lds), lone in zip(rows, _lone_failures(rows))]
+        seg_frames[key] = [(i, *_face_state(f, exc, lone))
+                           for (i, f, exc), lone in zip(rows, _lone_failures(rows))]
     # a segment spans its first to last evaluated frame: frames sampled out in between follow it
     span = {key: (rows[0][0], rows[-1][0]) for key, rows in seg_frames.items()}
     revert: set[int] = set()

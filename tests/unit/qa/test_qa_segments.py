@@ -101,18 +101,58 @@ def test_frames_sampled_out_inside_a_kept_segment_go_back_too():
     assert keep(rep) == set(range(9))
 
 
-def test_the_bridge_band_is_relative_to_each_limit():
-    th = replace(TH, min_identity=0.8)
-    inside = 1 - (1 - 0.8) * 1.2                            # load 1.2: bridged
-    outside = 1 - (1 - 0.8) * 1.3                           # load 1.3: not
-    for ident, reverted in ((inside, set()), (outside, set(range(4)))):
-        rows = [[face()] for _ in range(4)]
-        rows[1] = rows[2] = [face(identity=ident)]          # two frames: not a lone fit spike
-        assert keep(report(rows, th=th)) == reverted, ident
+def test_the_bridge_band_is_in_each_metrics_own_units():
+    from swapline_core.qa.segments import BAND
+
+    for limit in (0.8, 0.2):                                # dlib-like and ArcFace-like identity limits
+        th = replace(TH, min_identity=limit)
+        inside, outside = limit - BAND["identity"] * 0.9, limit - BAND["identity"] * 1.1
+        for ident, reverted in ((inside, set()), (outside, set(range(4)))):
+            rows = [[face()] for _ in range(4)]
+            rows[1] = rows[2] = [face(identity=ident)]      # two frames: not a lone fit spike
+            assert keep(report(rows, th=th)) == reverted, (limit, ident)
+    # an ArcFace identity of 0.05 against 0.2 is a different person, not a marginal reading (a band
+    # relative to the limit bridged it: (1 - 0.05) / (1 - 0.2) = 1.19 < 1.25)
+    rows = [[face()] for _ in range(4)]
+    rows[1] = rows[2] = [face(identity=0.05)]
+    assert keep(report(rows, th=replace(TH, min_identity=0.2))) == set(range(4))
+
+
+def test_a_leakage_failure_is_never_bridged():
+    # the shipped limit is 0.99: any band relative to it bridged every leakage failure
+    for lone in (True, False):
+        rows = [[face()] for _ in range(6)]
+        rows[2] = [face(leakage=TH.max_leakage + 0.001)]
+        if not lone:
+            rows[3] = [face(leakage=TH.max_leakage + 0.001)]
+        rep = report(rows)
+        assert keep(rep) == set(range(6)), lone
+        assert rep["shipped_failing"] == []
+
+
+def test_the_report_lists_every_failing_frame_that_shipped():
+    rows = [[face()] for _ in range(10)]
+    rows[4] = [face(mouth_delta=TH.max_mouth_delta * 1.05)]
+    rep = report(rows)
+    keep(rep)
+    (entry,) = rep["shipped_failing"]
+    assert entry["frame"] == 4 and entry["why"].startswith("bridged")
+    assert entry["faces"][0]["track_id"] == 0 and entry["faces"][0]["reasons"][0].startswith("mouth opening")
+    rows[7] = [face(mouth_delta=TH.max_mouth_delta * 3)]    # clear failure: the shot is kept original
+    rep = report(rows)
+    keep(rep)
+    assert rep["shipped_failing"] == []
+    rep = report(rows)
+    decide.apply_policy("flag only", rep)
+    assert [e["frame"] for e in rep["shipped_failing"]] == [4, 7]
+    assert all("flag only" in e["why"] for e in rep["shipped_failing"])
+    rep = report(rows)
+    decide.apply_policy("keep original per frame", rep)
+    assert rep["shipped_failing"] == []
 
 
 def test_a_lone_fit_spike_in_a_long_shot_is_bridged_a_lasting_one_is_not():
-    # 1.6x past the mouth limit: beyond the bridging band, under SPIKE_LOAD
+    # 1.6x past the mouth limit: beyond the bridging band, under its SPIKE
     mouth = TH.max_mouth_delta * 1.6
     rows = [[face()] for _ in range(300)]
     rows[220] = [face(mouth_delta=mouth)]
@@ -126,7 +166,7 @@ def test_a_lone_fit_spike_in_a_long_shot_is_bridged_a_lasting_one_is_not():
 
 def test_what_a_lone_spike_allowance_does_not_cover():
     seam = {"seam_ratio": TH.max_seam_ratio * 1.6}           # a pixel metric: what the viewer sees
-    gross = {"mouth_delta": TH.max_mouth_delta * 2.5}        # past SPIKE_LOAD
+    gross = {"mouth_delta": TH.max_mouth_delta * 2.5}        # past its SPIKE
     for bad in (seam, gross):
         rows = [[face()] for _ in range(9)]
         rows[4] = [face(**bad)]
