@@ -12,9 +12,9 @@ judged on the same faces:
 
 ``choose`` is a rule, not a fit to one frame: starting with no limit, it tightens one metric at a
 time to the candidate (a quantile of the training faces' values) that raises training precision
-most while training recall stays >= MIN_RECALL; only metrics that separate labelled good from bad
-faces on the training clips (AUC >= MIN_AUC, failing direction) may fail a face. It stops when no
-step raises precision by STEP_GAIN.
+most (the loosest such candidate, within STEP_GAIN) while training recall stays >= MIN_RECALL;
+only metrics that separate labelled good from bad faces on the training clips (AUC >= MIN_AUC,
+failing direction) may fail a face. It stops when no step raises precision by STEP_GAIN.
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
 
     best_p, _ = prec(limits)
     while True:
-        step = None
+        cands = []                                  # (precision, recall, metric, limit)
         for m, d in usable:
             v = _values(rows, m)
             v = v[np.isfinite(v)]
@@ -121,11 +121,14 @@ def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
                 if m in limits and ((d == "max" and q >= limits[m]) or (d == "min" and q <= limits[m])):
                     continue
                 p, rc = prec({**limits, m: float(q)})
-                if rc >= MIN_RECALL and p > best_p + STEP_GAIN and (step is None or p > step[0]):
-                    step = (p, m, float(q))
-        if step is None:
+                if rc >= MIN_RECALL and p > best_p + STEP_GAIN:
+                    cands.append((p, rc, m, float(q)))
+        if not cands:
             return limits, redetection
-        best_p, m, q = step
+        # the best precision, then the loosest limit that reaches it (within STEP_GAIN): a limit
+        # is not tightened for a gain the labels cannot tell from noise
+        top = max(c[0] for c in cands)
+        best_p, _, m, q = max((c for c in cands if c[0] >= top - STEP_GAIN), key=lambda c: (c[1], c[0]))
         limits[m] = q
 
 

@@ -127,13 +127,20 @@ def _append(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(r, sort_keys=True) + "\n")
 
 
-def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[np.ndarray], every: int,
-              rev: str) -> tuple[list[dict], list[dict]]:
-    """The (faces.jsonl, gate.jsonl) rows of one run; writes the crops."""
+def _jpeg(rgb: np.ndarray) -> bytes:
+    import io
+
     from PIL import Image
 
-    face_rows, gate_rows = [], []
-    CROPS.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=93)
+    return buf.getvalue()
+
+
+def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[np.ndarray], every: int,
+              rev: str) -> tuple[list[dict], list[dict], dict[str, bytes]]:
+    """The (faces.jsonl, gate.jsonl) rows of one run and its crops as JPEG bytes by file name."""
+    face_rows, gate_rows, crops = [], [], {}
     for rec in res["qa"]["frames"]:
         i = rec["frame"]
         if i % every or rec["status"] in ("skipped", "no_face"):
@@ -147,27 +154,23 @@ def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[
                 row["not_swapped"] = f.get("skip_reason") or "the result hardly changed the face"
             else:
                 name = fid.replace("|", "__").replace(".", "_") + ".jpg"
-                Image.fromarray(pair(frames[i], res["frames"][i], f["bbox"])).save(CROPS / name, quality=93)
+                crops[name] = _jpeg(pair(frames[i], res["frames"][i], f["bbox"]))
                 row["crop"] = f"crops/{name}"
             face_rows.append(row)
             gate_rows.append({"id": fid, **{k: v for k, v in f.items() if k not in DROP_KEYS}})
-    return face_rows, gate_rows
+    return face_rows, gate_rows, crops
 
 
-def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = EVERY, log=print) -> None:
-    clips = [c for c in CLIPS if not clip_names or c.name in clip_names]
-    fetch(clips)
+def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES):
+    """(clip, source name, run result, frames) for every run not in ``skip``, on one server."""
     srcs = sources()
-    names = source_names or SOURCES
     missing = [n for n in names if n not in srcs]
     if missing:
         raise SystemExit(f"unknown source(s) {missing}; known: {sorted(srcs)}")
-    done, rev = done_runs(), commit()
-    SET.mkdir(parents=True, exist_ok=True)
     with Server(OUT / "qa_labels" / "work", log=log) as server:
         staged = {n: server.stage_file(srcs[n].path, f"ql_src_{n}.png") for n in names}
         for clip in clips:
-            todo = [n for n in names if (clip.name, n) not in done]
+            todo = [n for n in names if (clip.name, n) not in skip]
             if not todo:
                 continue
             frames = _frames(clip.path(), count)
@@ -176,17 +179,56 @@ def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = 
             video = server.stage_file(clip.path(), f"ql_{clip.name}{clip.path().suffix}")
             ref_name = None if ref is None else server.stage_image(ref, f"ql_ref_{clip.name}.png")
             for n in todo:
-                t0 = time.perf_counter()
                 res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], ref_name, qa_policy=QA_POLICY)
-                face_rows, gate_rows = run_pairs(clip, srcs[n], res, frames, every, rev)
-                if not face_rows:
-                    # a run with no face still counts as done, so the build does not redo it
-                    face_rows = [{"id": face_id(clip.name, n, -1, None), "clip": clip.name, "source": n,
-                                  "frame": -1, "crop": None, "not_swapped": "no tracked face", "commit": rev}]
-                _append(GATE, gate_rows)
-                _append(FACES, face_rows)
-                log(f"qa_labels: {clip.name} x {n}: {sum(r['crop'] is not None for r in face_rows)} pairs "
-                    f"({time.perf_counter() - t0:.0f} s)")
+                yield clip, srcs[n], res, frames
+
+
+def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = EVERY, log=print) -> None:
+    clips = [c for c in CLIPS if not clip_names or c.name in clip_names]
+    fetch(clips)
+    rev = commit()
+    SET.mkdir(parents=True, exist_ok=True)
+    CROPS.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for clip, src, res, frames in _runs(clips, list(source_names or SOURCES), done_runs(), log, count):
+        face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, every, rev)
+        for name, data in crops.items():
+            (CROPS / name).write_bytes(data)
+        if not face_rows:
+            # a run with no face still counts as done, so the build does not redo it
+            face_rows = [{"id": face_id(clip.name, src.name, -1, None), "clip": clip.name, "source": src.name,
+                          "frame": -1, "crop": None, "not_swapped": "no tracked face", "commit": rev}]
+        _append(GATE, gate_rows)
+        _append(FACES, face_rows)
+        log(f"qa_labels: {clip.name} x {src.name}: {len(crops)} pairs ({time.perf_counter() - t0:.0f} s)")
+        t0 = time.perf_counter()
+
+
+def regate(log=print) -> list[str]:
+    """Run every run of the set again with today's code and write gate.jsonl anew (new gate
+    metrics on the labelled faces). The labels belong to the pictures: a face whose crop is not
+    byte-identical to the labelled one is listed and nothing is written (rebuild and label it)."""
+    faces = [json.loads(x) for x in FACES.read_text().splitlines()]
+    want = {r["id"]: r for r in faces}
+    runs = {(r["clip"], r["source"]) for r in faces}
+    clips = [c for c in CLIPS if c.name in {k[0] for k in runs}]
+    names = sorted({k[1] for k in runs})
+    skip = {(c.name, n) for c in clips for n in names} - runs
+    gate, changed = [], []
+    for clip, src, res, frames in _runs(clips, names, skip, log):
+        face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, EVERY, "")
+        for r in face_rows:
+            old = want.get(r["id"])
+            if old is None or (old.get("crop") and crops.get(Path(old["crop"]).name) !=
+                               (SET / old["crop"]).read_bytes()):
+                changed.append(r["id"])
+        gate += gate_rows
+        log(f"qa_labels regate: {clip.name} x {src.name}: {len(gate_rows)} records")
+    if changed:
+        log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl not written")
+        return changed
+    GATE.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in gate))
+    return []
 
 
 def main(argv=None) -> None:
@@ -195,8 +237,11 @@ def main(argv=None) -> None:
     ap.add_argument("--sources", help=f"comma-separated source names (default: {','.join(SOURCES)})")
     ap.add_argument("--frames", type=int, default=FRAMES)
     ap.add_argument("--every", type=int, default=EVERY)
+    ap.add_argument("--regate", action="store_true", help="re-run the set's runs, rewrite gate.jsonl only")
     a = ap.parse_args(argv)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
+    if a.regate:
+        raise SystemExit(1 if regate() else 0)
     build(split(a.clips), split(a.sources), a.frames, a.every)
 
 

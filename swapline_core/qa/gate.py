@@ -364,7 +364,8 @@ def _safety(scores: dict, k: int) -> dict:
     return {"safety": _r(scores[k])} if k in scores else {}
 
 
-IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio", "bleed", "offface")
+IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio", "bleed", "offface",
+              "detail_ratio", "blotch", "edge_loss")
 
 
 def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None) -> list[dict]:

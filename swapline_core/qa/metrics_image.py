@@ -28,6 +28,8 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .metrics_defects import defect_metrics
+
 # Per-pixel delta E above which a pixel counts as changed. Outside the pasted patches the swap
 # layer reproduces the target exactly, so this only has to clear resampling noise inside them.
 CHANGED_DE = 6.0
@@ -359,6 +361,7 @@ def image_metrics(original: np.ndarray, swapped: np.ndarray, target_landmarks: n
     out: dict = {"changed": float(changed[hull].mean()) if hull.any() else 0.0,
                  "offface": float((changed & ~reg["grown"]).sum() / n_hull), **oc}
     occ &= hull
+    out.update(defect_metrics(o, s, lo, ls, reg, occ))
 
     skin = hull & ~reg["features"] & ~occ
     if skin.sum() >= 16:

@@ -1,0 +1,61 @@
+"""Per-face readings of defects a viewer rejects and the older metrics do not see (issue 48).
+
+All three compare the result with the target on the same crop and regions as
+:func:`metrics_image.image_metrics` (work scale, 68-point regions, the target's occluders left out):
+
+- ``detail_ratio``: the result's fine detail (mean |Laplacian| of grey) over the target's on the face
+  hull: a swap from a small or upscaled source reads soft or smeared on a sharp target (< 1);
+- ``blotch``: the spread (95th - 5th percentile) of the lightness change result - target over the
+  face's skin, both smoothed first so texture and noise do not count: a colour match shifts the
+  whole face evenly, a dark smudge or a bright patch on the forehead does not;
+- ``edge_loss``: of the target's strong edges around the features and over the face (glasses frames,
+  lens edges, hair strands; the eyes, brows and lips themselves are left out), the share the result
+  lost (its gradient under half the target's): glasses painted over, lens edges cut.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+DETAIL_EPS = 0.5       # grey levels added to both Laplacian energies: flat faces stay near 1
+BLOTCH_SIGMA = 0.04    # smoothing, in face sizes (sqrt of the hull's area)
+STRONG_EDGE = 24.0     # grey-level gradient (Sobel magnitude) that counts as a strong edge ...
+STRONG_SHARE = 0.85    # ... and at least this quantile of the region's gradients
+LOST = 0.5             # the result keeps less than this share of the edge's gradient: lost
+MIN_PIXELS = 16
+
+
+def _grad(grey: np.ndarray) -> np.ndarray:
+    gx = cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3)
+    gy = cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)
+    return np.sqrt(gx * gx + gy * gy)
+
+
+def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray, reg: dict,
+                   occ: np.ndarray) -> dict:
+    """``o``/``s``: target/result RGB crops; ``lo``/``ls`` their Lab; ``reg``: face_regions;
+    ``occ``: the target's occluders on the crop (bool)."""
+    out: dict = {"detail_ratio": None, "blotch": None, "edge_loss": None}
+    hull = reg["hull"]
+    go = cv2.cvtColor(o, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    gs = cv2.cvtColor(s, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    face = hull & ~occ
+    if face.sum() >= MIN_PIXELS:
+        lo_d = np.abs(cv2.Laplacian(go, cv2.CV_32F, ksize=3))[face].mean()
+        ls_d = np.abs(cv2.Laplacian(gs, cv2.CV_32F, ksize=3))[face].mean()
+        out["detail_ratio"] = float((ls_d + DETAIL_EPS) / (lo_d + DETAIL_EPS))
+    skin = hull & ~reg["features"] & ~occ
+    if skin.sum() >= MIN_PIXELS:
+        sigma = max(0.5, BLOTCH_SIGMA * reg["size"])
+        d = cv2.GaussianBlur(ls[..., 0] - lo[..., 0], (0, 0), sigma)[skin]
+        p5, p95 = np.percentile(d, (5, 95))
+        out["blotch"] = float(p95 - p5)
+    # occluders count here: their edges (frames, lens rims) are what a paste must not lose
+    around = reg["grown"] & ~reg["features"]
+    if around.sum() >= MIN_PIXELS:
+        gro, grs = _grad(go), _grad(gs)
+        v = gro[around]
+        strong = around & (gro >= max(STRONG_EDGE, float(np.quantile(v, STRONG_SHARE))))
+        if strong.sum() >= MIN_PIXELS:
+            out["edge_loss"] = float((grs[strong] < LOST * gro[strong]).mean())
+    return out

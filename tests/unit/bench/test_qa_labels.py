@@ -1,0 +1,94 @@
+"""The labelled set's tools (bench/qa_labels): labellers' lines are parsed strictly, the crop pair is
+what the protocol says, the limit rule never judges a clip with limits chosen on it, and the set in
+the repository is complete (every labelled face has its crop, provenance and the gate's record)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.qa_labels import agreement, build, labels
+
+INDEX = {"1": "a|s|000|0", "2": "a|s|002|0", "3": "b|s|000|0"}
+
+
+def test_lines_are_parsed_strictly():
+    got = labels.parse("1 ok\n# a comment\n2 bad seam, blotch\n\n3 bad glasses", INDEX)
+    assert got == {"a|s|000|0": (True, []), "a|s|002|0": (False, ["blotch", "seam"]),
+                   "b|s|000|0": (False, ["glasses"])}
+    for text, why in (("4 ok", "no sheet"), ("1 bad", "at least one"), ("1 ok seam", "takes no"),
+                      ("1 bad sparkle", "unknown defect"), ("1 ok\n1 ok", "twice"), ("one ok", "not 'N ok'")):
+        with pytest.raises(ValueError, match=why):
+            labels.parse(text, INDEX)
+
+
+def test_the_pair_is_target_then_result_on_the_same_square():
+    rng = np.random.default_rng(0)
+    orig = rng.integers(0, 255, (120, 200, 3), np.uint8)
+    res = orig.copy()
+    res[40:80, 60:100] = 0
+    p = build.pair(orig, res, (60, 40, 100, 80), size=64)
+    assert p.shape == (64, 64 * 2 + 4, 3)
+    assert not np.array_equal(p[:, :64], p[:, 68:])             # the result differs where it was swapped
+    x, y, side = build.square((60, 40, 100, 80), orig.shape)
+    assert side == 64 and 0 <= x <= 200 - side and 0 <= y <= 120 - side
+    assert build.square((0, 0, 190, 110), orig.shape)[2] == 120  # never larger than the frame
+
+
+def _rows(n_clips=4, per=30, seed=1):
+    """Faces whose seam_ratio separates good from bad; colour_cast is noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(n_clips):
+        for k in range(per):
+            ok = bool(rng.random() < 0.6)
+            rows.append({"id": f"c{c}|s|{k:03d}|0", "clip": f"c{c}", "source": "s", "acceptable": ok, "defects": [],
+                         "shipped_pass": True, "redetected": True,
+                         **{m: None for m, _ in agreement.METRICS},
+                         "seam_ratio": float(rng.normal(1.0 if ok else 1.6, 0.1)),
+                         "colour_cast": float(rng.normal(5, 2))})
+    return rows
+
+
+def test_the_rule_uses_metrics_that_separate_and_keeps_recall():
+    rows = _rows()
+    limits, _ = agreement.choose(rows)
+    assert set(limits) == {"seam_ratio"}                       # colour_cast does not separate: never a limit
+    assert 1.1 < limits["seam_ratio"] < 1.5
+    acc = np.array([r["acceptable"] for r in rows])
+    s = agreement.scores(acc, agreement.passes(rows, limits, False))
+    assert s["recall"] >= agreement.MIN_RECALL and s["precision"] > 0.95
+    assert agreement.auc(rows, "seam_ratio", "max") > 0.95
+    assert 0.3 < agreement.auc(rows, "colour_cast", "max") < 0.7
+
+
+def test_leave_one_clip_out_never_judges_a_clip_with_its_own_limits(monkeypatch):
+    rows = _rows()
+    seen = []
+    real = agreement.choose
+
+    def spy(train):
+        seen.append({r["clip"] for r in train})
+        return real(train)
+
+    monkeypatch.setattr(agreement, "choose", spy)
+    passed, per_clip = agreement.leave_one_clip_out(rows)
+    assert sorted(per_clip) == ["c0", "c1", "c2", "c3"]
+    assert all(len(s) == 3 for s in seen) and {frozenset({"c0", "c1", "c2", "c3"} - s) for s in seen} == \
+        {frozenset({c}) for c in per_clip}
+    assert passed.dtype == bool and len(passed) == len(rows)
+
+
+def test_the_committed_set_is_complete():
+    faces = {r["id"]: r for r in map(json.loads, build.FACES.read_text().splitlines())}
+    gate = {r["id"] for r in map(json.loads, build.GATE.read_text().splitlines())}
+    cropped = [r for r in faces.values() if r.get("crop")]
+    assert len(cropped) >= 1000 and len({r["clip"] for r in cropped}) >= 14
+    assert len({r["source"] for r in cropped}) >= 5
+    for r in cropped:
+        assert (build.SET / r["crop"]).is_file(), r["id"]
+        assert r["id"] in gate and r["commit"], r["id"]
+    lab = labels.labels(1)
+    assert set(lab) <= set(faces)
+    assert all(lb["acceptable"] or lb["defects"] for lb in lab.values())
