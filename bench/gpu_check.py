@@ -117,9 +117,12 @@ def time_model(name: str, path: Path, provider: str, batches, repeats: int) -> d
     from devtools.standins import module
     from swapline_core.backends.onnx_batch import BatchRun
     from swapline_core.backends.onnx_sessions import create_session
+    from swapline_core.backends.trt_profile import FACES, Batches
 
     spec = module(name).SPEC
-    session = create_session(str(path), provider)
+    # the pack's TensorRT profile for a chunk's faces, reaching the largest batch timed here
+    profile = Batches(opt=min(FACES.opt, max(batches)), max=max(FACES.max, max(batches)))
+    session = create_session(str(path), provider, profile)
     run = BatchRun(session, max_batch=max(batches))
     dtypes = {i.name: np.float16 if "float16" in i.type else np.float32 for i in session.get_inputs()}
     rng = np.random.default_rng(0)

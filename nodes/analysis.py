@@ -16,6 +16,7 @@ from ..swapline_core.faces.paste import crop_mask
 from ..swapline_core.faces.preview import draw_faces
 from ..swapline_core.types import FaceSet, FrameFaces
 from . import model_paths
+from .absent import ABSENT, sentence
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
 
@@ -68,8 +69,11 @@ class AnalyzerLoader(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, pack):
-        return pack == BUILTIN or model_paths.check_choice(
+    def validate_inputs(cls, pack=ABSENT):
+        if pack is ABSENT:
+            return sentence(cls, "pack", f"'{BUILTIN}' or an analysis pack folder under "
+                                         "models/insightface/models (e.g. buffalo_l)")
+        return pack is None or pack == BUILTIN or model_paths.check_choice(
             "analysis pack", pack, model_paths.analysis_packs(), model_paths.analysis_roots())
 
     @classmethod

@@ -11,6 +11,7 @@ from typing_extensions import override
 
 from ..swapline_core.faces import identity as core_fm
 from . import model_paths
+from .absent import ABSENT, sentence
 from .convert import to_arrays
 from .types import CATEGORY, Analyzer, FaceModel
 
@@ -121,8 +122,11 @@ class LoadFaceModel(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, face_model):
-        return model_paths.check_choice("face model", face_model, model_paths.files(model_paths.FACE_MODELS),
+    def validate_inputs(cls, face_model=ABSENT):
+        if face_model is ABSENT:
+            return sentence(cls, "face_model", "a .safetensors face model from models/swapline/faces "
+                                               "(save one with Save Face Model)")
+        return face_model is None or model_paths.check_choice("face model", face_model, model_paths.files(model_paths.FACE_MODELS),
                                         model_paths.folders(model_paths.FACE_MODELS), "save one with Save Face Model")
 
     @classmethod

@@ -8,6 +8,7 @@ from ..swapline_core.errors import SwaplineError
 from ..swapline_core.masks import AREAS, DEFAULT_REGIONS, REGIONS, parse_list
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
 from . import model_paths
+from .absent import ABSENT, missing
 from .types import CATEGORY, MaskOptions
 
 BUILTIN = "builtin (skin colour, no model)"
@@ -93,20 +94,29 @@ class MaskOptionsNode(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, occlusion, parser, regions, areas):
+    def validate_inputs(cls, occlusion=ABSENT, parser=ABSENT, regions=ABSENT, areas=ABSENT):
+        gap = missing(cls, {"occlusion": occlusion, "parser": parser, "regions": regions, "areas": areas}, {
+            "occlusion": f"'{BUILTIN}', '{OFF}' or an XSeg occluder file from models/facemask",
+            "parser": f"'{OFF}' or a BiSeNet face parser file from models/facemask",
+            "regions": f"the face regions the swap may replace, comma separated ({', '.join(REGIONS)}), or 'all'",
+            "areas": f"landmark areas, comma separated ({', '.join(AREAS)}), or '' for the whole face"})
+        if gap is not None:
+            return gap
+        # a linked input (None) is judged when the node runs, where its value exists
         files = mask_files()
-        name = occlusion.removeprefix(BOTH)
-        if name not in (BUILTIN, OFF):
+        name = None if occlusion is None else occlusion.removeprefix(BOTH)
+        if name not in (BUILTIN, OFF, None):
             ok = model_paths.check_choice("occlusion (occluder file)", name, files, model_paths.folders(model_paths.FACEMASK))
             if ok is not True:
                 return ok
-        if parser != OFF:
+        if parser not in (OFF, None):
             ok = model_paths.check_choice("parser (face parser file)", parser, files, model_paths.folders(model_paths.FACEMASK))
             if ok is not True:
                 return ok
         try:
-            parse_list(regions, tuple(REGIONS), "face region(s)")
-            parse_list(areas, tuple(AREAS), "landmark area(s)")
+            for text, allowed, what in ((regions, REGIONS, "face region(s)"), (areas, AREAS, "landmark area(s)")):
+                if text is not None:
+                    parse_list(text, tuple(allowed), what)
         except SwaplineError as exc:
             return str(exc)
         return True

@@ -15,6 +15,7 @@ from ..swapline_core.qa.plot import plot_report
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.write import write_image
 from . import model_paths
+from .absent import ABSENT, sentence
 from .convert import check_interrupt, progress
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QAReport, SafetyClassifier
 
@@ -55,9 +56,10 @@ class QAGate(io.ComfyNode):
                 io.Combo.Input("policy", options=list(POLICIES), default=core_qa.DEFAULT_POLICY,
                                tooltip="Failing frames. keep original (default): decided per shot, for each face "
                                        "between two cuts: a shot whose swap fails is given back its original frames "
-                                       "as a whole, a failure just past a limit (or a lone frame's landmark or embedding reading "
-                                       "under 2x its limit) inside a good shot is bridged, so a "
-                                       "face never flips identity inside a shot; the report lists the segments. "
+                                       "as a whole, a failure just past a limit (in the metric's own units; or a lone frame's landmark or "
+                                       "embedding reading) inside a good shot is bridged, so a face never flips "
+                                       "identity inside a shot; the report lists the segments and every failing "
+                                       "frame that shipped. "
                                        "keep original per frame: put the original back on every failing frame. "
                                        "flag only: ship the swap and list the failures. fail job: stop the job."),
                 io.Float.Input("min_identity", default=AUTO, min=-1.0, max=1.0, step=0.01,
@@ -151,6 +153,7 @@ class QAGate(io.ComfyNode):
         write_image(os.path.join(out_dir, stem + ".png"), plot_report(report))
         chart = {"decision": report["decision"], "summary": report["summary"], "thresholds": th.to_json(),
                  "segments": report.get("segments", [])[:200],
+                 "shipped_failing": report.get("shipped_failing", [])[:200],
                  "frames": compact_frames(report), "report_file": os.path.join(subfolder, stem + ".json")}
         return path, {"images": [ui.SavedResult(stem + ".png", subfolder, io.FolderType.output)], "swapline_qa": [chart]}
 
@@ -185,8 +188,11 @@ class SafetyClassifierLoader(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, classifier):
-        return model_paths.check_choice("safety classifier", classifier, safety_files(),
+    def validate_inputs(cls, classifier=ABSENT):
+        if classifier is ABSENT:
+            return sentence(cls, "classifier", "an ONNX image classifier from models/swapline_safety "
+                                               "(docs/qa.md#content-safety-recheck)")
+        return classifier is None or model_paths.check_choice("safety classifier", classifier, safety_files(),
                                         model_paths.folders(model_paths.SAFETY), "docs/qa.md#content-safety-recheck")
 
     @classmethod

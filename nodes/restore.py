@@ -8,6 +8,7 @@ from typing_extensions import override
 
 from ..swapline_core.backends.cache import cached, loaded_model_files
 from ..swapline_core.backends.restorers import load_restorer
+from ..swapline_core.backends.trt_profile import RESTORER
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.faces.paste import apply_patches, union_mask
 from ..swapline_core.guards import without_refused_boxes
@@ -15,6 +16,7 @@ from ..swapline_core.provenance.method import restore_record
 from ..swapline_core.types import FaceSet
 from ..swapline_core.video import stages as pipeline
 from . import image_provenance, model_paths
+from .absent import ABSENT, sentence
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, Faces, Frames, Restorer
 
@@ -92,8 +94,11 @@ class RestorerLoader(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, restorer):
-        return model_paths.check_choice("face restorer", restorer, restorer_files(),
+    def validate_inputs(cls, restorer=ABSENT):
+        if restorer is ABSENT:
+            return sentence(cls, "restorer", "a face restoration model file from models/facerestore_models "
+                                             "(e.g. GFPGANv1.4.pth)")
+        return restorer is None or model_paths.check_choice("face restorer", restorer, restorer_files(),
                                         model_paths.folders(model_paths.FACERESTORE)
                                         + model_paths.folders(model_paths.FACEFUSION))
 
@@ -119,7 +124,8 @@ def _weight_input():
 
 
 def _batch_input():
-    return io.Int.Input("batch", default=4, min=1, max=64,
+    # the GPEN session's TensorRT profile is built for these batches (trt_profile.RESTORER)
+    return io.Int.Input("batch", default=RESTORER.opt, min=1, max=RESTORER.max,
                         tooltip="Faces sent through the network together; lower it if you run out of VRAM.")
 
 

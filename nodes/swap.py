@@ -18,6 +18,7 @@ from ..swapline_core.swap.chunk import SwapOptions, swap_chunk
 from ..swapline_core.types import FaceSet
 from ..swapline_core.video.stages import swap_stage_records
 from . import image_provenance, model_paths
+from .absent import ABSENT, sentence
 from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image, to_mask
 from .types import CATEGORY, FaceModel, Faces, MaskOptions, Swapper
 
@@ -132,8 +133,11 @@ class SwapperLoader(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, swapper):
-        return swapper == CLASSICAL or model_paths.check_choice(
+    def validate_inputs(cls, swapper=ABSENT):
+        if swapper is ABSENT:
+            return sentence(cls, "swapper", f"'{CLASSICAL}' or a swapper file from models/insightface, "
+                                            "hyperswap, reswapper or facefusion")
+        return swapper is None or swapper == CLASSICAL or model_paths.check_choice(
             "swapper", swapper, swapper_files(), swapper_search_folders())
 
     @classmethod

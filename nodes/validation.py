@@ -17,6 +17,7 @@ import os
 from comfy_api.latest import io
 
 from ..swapline_core.memory import release_memory
+from .absent import sentence
 from .model_paths import public_text
 
 SHOWN_OPTIONS = 20  # a folder of hundreds of models must not flood an API client's error text
@@ -127,6 +128,9 @@ def install(node_cls) -> None:
     keep absolute server paths out of its error texts."""
     _guard_execute(node_cls)
     own, own_args = _own_validator(node_cls)
+    own_required = [] if own is None else [
+        p.name for p in list(inspect.signature(own).parameters.values())[1:]
+        if p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
     combos, sockets = _combos_and_sockets(node_cls.define_schema())
     names = list(dict.fromkeys(own_args + list(combos) + list(sockets)))
     if not names:
@@ -140,6 +144,11 @@ def install(node_cls) -> None:
         if typed:
             return "; ".join(typed)
         if own is not None:
+            # an own check whose argument has no default (absent.py) would answer a prompt without
+            # that input with Python's "missing 1 required positional argument": name it instead
+            gap = [k for k in own_required if k not in values]
+            if gap:
+                return sentence(cls, gap[0], "give it a value in the prompt (as the editor's widget would)")
             res = own(cls, **{k: values[k] for k in own_args if k in values})
             if res is not True:
                 return public_text(res) if isinstance(res, str) else res

@@ -17,6 +17,7 @@ from ..swapline_core.video import read as video_read
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.frames import FrameSequence
 from . import image_provenance, model_paths
+from .absent import ABSENT, sentence
 from .convert import check_interrupt, preview_ui, progress, to_image
 from .swap import guard_inputs, guard_options
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, MaskOptions, Swapper
@@ -100,7 +101,11 @@ class LoadVideo(io.ComfyNode):
 
     @classmethod
     @override
-    def validate_inputs(cls, video):  # no **kwargs: it would switch off core's range checks
+    def validate_inputs(cls, video=ABSENT):  # no **kwargs: it would switch off core's range checks
+        if video is ABSENT:
+            return sentence(cls, "video", "choose a video file (or an image folder) in ComfyUI's input folder")
+        if video is None:       # linked: its value exists only when the node runs
+            return True
         try:
             resolve_input(video)
         except (ValueError, FileNotFoundError) as exc:

@@ -19,6 +19,7 @@ from .aligned_restore import restore_aligned
 from .onnx_batch import BatchRun
 from .onnx_sessions import create_session
 from .swappers.runner import family_mask
+from .trt_profile import RESTORER
 
 GPEN_SIZES = (256, 512, 1024)
 
@@ -33,7 +34,7 @@ class GpenRestorer:
     def __init__(self, path: str, provider: str = "auto", mask_blur: float = 0.1):
         self.path = path
         self.name = f"{self.arch}:{os.path.basename(path)}"
-        self.session = create_session(path, provider)
+        self.session = create_session(path, provider, RESTORER)   # run_crops sends the node's 'batch' at once
         ins, outs = self.session.get_inputs(), self.session.get_outputs()
         shape = tuple(ins[0].shape) if len(ins) == 1 else ()
         if (len(ins) != 1 or len(outs) != 1 or len(shape) != 4 or shape[1] != 3 or shape[2] != shape[3]

@@ -35,8 +35,9 @@ from ..faces.align import warp_crops
 from ..interfaces import FaceAnalyzer
 from ..types import Face, as_rgb_uint8, l2_normalise
 from .onnx_batch import BatchRun
-from .onnx_sessions import providers_for, unloadable_model
+from .onnx_sessions import is_tensorrt, providers_for, unloadable_model
 from .scrfd_batch import batch_runner, detect_batch
+from .trt_profile import DETECTOR, FACES, graph_inputs, profile_options
 
 log = logging.getLogger("swapline")
 
@@ -44,6 +45,24 @@ LANDMARK_TASK = "landmark_3d_68"   # insightface's taskname for 1k3d68.onnx
 # (role in providers / model_files, attribute holding the model)
 _ROLES = (("detector", "detector"), ("recognizer", "recognizer"), ("genderage", "genderage"),
           ("landmarks", "landmarker"))
+
+
+def _file_providers(choice: str, pack: Path, path: Path, det_size: int, shared: list) -> list:
+    """One file's providers: with TensorRT, the pack's providers plus that file's own profile.
+
+    insightface learns a file's role by routing it, on a session made with these providers, so
+    the batches are read off the graph first: a detector takes frames of any size ("?" x "?",
+    run at det_size) and gets the detector's batches; the face-crop models (fixed crop sizes)
+    get a chunk's faces."""
+    if not is_tensorrt(choice):
+        return shared
+    try:
+        inputs = graph_inputs(str(path))
+    except Exception:  # onnx raises several types for unreadable files: _route reports it in our words
+        return shared
+    any_size = any(not isinstance(d, int) for _, shape in inputs for d in shape[2:])
+    profile = profile_options(inputs, DETECTOR if any_size else FACES, {2: det_size, 3: det_size})
+    return providers_for(choice, str(pack), profile)
 
 
 def _route(path: str, providers: list[str]):
@@ -72,7 +91,7 @@ class InsightFaceAnalyzer(FaceAnalyzer):
             self._load_manifest_pack(pack, providers)
         else:
             for onnx_file in sorted(pack.glob("*.onnx")):
-                model = _route(str(onnx_file), providers)
+                model = _route(str(onnx_file), _file_providers(provider, pack, onnx_file, det_size, providers))
                 task = getattr(model, "taskname", None)
                 if task == "detection" and self.detector is None:
                     self.detector = model

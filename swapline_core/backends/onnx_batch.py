@@ -18,6 +18,10 @@ import numpy as np
 from .onnx_sessions import GPU_PROVIDERS
 
 DEFAULT_MAX_BATCH = 32
+# ONNX element types -> what a run hands back (fp16 outputs are given back as float32)
+_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float32, "tensor(double)": np.float64,
+           "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(uint8)": np.uint8,
+           "tensor(int8)": np.int8, "tensor(bool)": np.bool_}
 
 
 def fixed_batch(shape: Sequence) -> bool:
@@ -39,6 +43,7 @@ class BatchRun:
         self.runs = 0
         self.items = 0
         self.largest = 0
+        self._rows: dict = {}   # row shapes of symbolic outputs, for empty feeds (_empty)
 
     def __call__(self, feeds: dict[str, np.ndarray], outputs: Sequence[str] | None = None,
                  max_batch: int | None = None) -> list[np.ndarray]:
@@ -55,8 +60,27 @@ class BatchRun:
             self.items += min(step, n - s)
             self.largest = max(self.largest, min(step, n - s))
         if not parts:
-            return [np.zeros((0,), np.float32) for _ in names]
+            return self._empty(feeds, names)
         return [np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i] for i in range(len(names))]
+
+    def _empty(self, feeds: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
+        """Zero rows of each output, shaped as a row of a real run: ``(0, *row)``, float32 where the
+        graph gives fp16 (as for real runs). Callers index rows (``[:, 0]``, a transpose, a check of
+        the class axis); a shapeless ``(0,)`` broke them only when a chunk had no face (issue 50).
+        Rows the graph declares are taken from it; symbolic ones (an exporter's interpolated dims)
+        from one zero row run once per input shape, kept, and not counted in the report."""
+        outs = {o.name: o for o in self.session.get_outputs()}
+        rows = [tuple(outs[n].shape[1:]) for n in names]
+        types = [_DTYPES.get(outs[n].type) for n in names]
+        if all(t is not None for t in types) and all(isinstance(d, int) and d >= 0 for r in rows for d in r):
+            return [np.zeros((0, *r), t) for r, t in zip(rows, types)]
+        key = (tuple(names), tuple((k, v.shape[1:], v.dtype.str) for k, v in feeds.items()))
+        if key not in self._rows:
+            one = {k: np.zeros((1, *v.shape[1:]), np.float16 if k in self.half_inputs else v.dtype)
+                   for k, v in feeds.items()}
+            self._rows[key] = [(y.shape[1:], np.float32 if y.dtype == np.float16 else y.dtype)
+                               for y in self._run(one, names)]
+        return [np.zeros((0, *r), t) for r, t in self._rows[key]]
 
     def _run(self, feeds: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
         if not self.io_binding:

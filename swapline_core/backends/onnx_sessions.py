@@ -8,7 +8,8 @@ Provider choices: ``auto`` (CUDA when this onnxruntime has it, else CPU), ``CPU`
 TensorRT build half-precision engines from an fp32 file). Building a TensorRT engine takes minutes,
 so engines are cached: a choice may carry the cache folder as ``"TensorRT:<folder>"`` (the nodes
 pass ComfyUI's user folder, ``user/swapline/trt_engines``); without one the engines are cached in
-``trt_engines/`` beside the model file.
+``trt_engines/`` beside the model file. Each TensorRT session also gets an optimisation profile
+for the batch sizes it will see (``create_session``'s ``batches``; ``trt_profile.py``).
 """
 from __future__ import annotations
 
@@ -55,8 +56,13 @@ def _preload_cuda_libraries() -> None:
             log.warning("onnxruntime could not preload the CUDA libraries: %s", exc)
 
 
-def providers_for(choice: str, model_dir: str | None = None) -> list:
-    """The providers list for ``InferenceSession``: names, or (name, options) for TensorRT."""
+def is_tensorrt(choice: str) -> bool:
+    return split_choice(choice)[0] in ("TensorRT", "TensorRT fp16")
+
+
+def providers_for(choice: str, model_dir: str | None = None, profile: dict[str, str] | None = None) -> list:
+    """The providers list for ``InferenceSession``: names, or (name, options) for TensorRT.
+    ``profile``: the session's ``trt_profile_*_shapes`` options (trt_profile.py), TensorRT only."""
     import onnxruntime as ort
 
     available = ort.get_available_providers()
@@ -76,7 +82,7 @@ def providers_for(choice: str, model_dir: str | None = None) -> list:
             cache = os.path.join(os.path.abspath(model_dir or "."), "trt_engines")
         os.makedirs(cache, exist_ok=True)
         options = {"trt_engine_cache_enable": True, "trt_engine_cache_path": cache,
-                   "trt_fp16_enable": name == "TensorRT fp16"}
+                   "trt_fp16_enable": name == "TensorRT fp16", **(profile or {})}
         return [(TRT_PROVIDER, options), "CUDAExecutionProvider", "CPUExecutionProvider"]
     if name != "auto":
         raise ValueError(f"unknown provider choice '{choice}'; known: {', '.join(PROVIDER_CHOICES)}")
@@ -120,11 +126,18 @@ def unloadable_model(path: str, exc: BaseException):
                                "(see docs/models.md).")
 
 
-def create_session(path: str, choice: str = "auto"):
+def create_session(path: str, choice: str = "auto", batches=None, dims: dict[int, int] | None = None):
+    """A session for ``path``. ``batches`` (trt_profile.Batches; default: a chunk's faces) and
+    ``dims`` (axis -> size for other dynamic axes) give a TensorRT session its profile."""
     import onnxruntime as ort
 
+    profile = None
+    if is_tensorrt(choice):
+        from .trt_profile import FACES, profile_for  # here: trt_profile imports onnx_batch, which imports us
+
+        profile = profile_for(path, batches or FACES, dims)
     # providers_for raises its own clear error for a missing CUDA/TensorRT provider
-    providers = providers_for(choice, os.path.dirname(os.path.abspath(path)))
+    providers = providers_for(choice, os.path.dirname(os.path.abspath(path)), profile)
     try:
         return ort.InferenceSession(path, sess_options=session_options(), providers=providers)
     except Exception as exc:  # onnxruntime raises several types for unreadable graphs

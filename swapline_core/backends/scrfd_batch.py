@@ -49,6 +49,8 @@ def _centres(h: int, w: int, stride: int, anchors: int) -> np.ndarray:
 def detect_batch(det, runner: BatchRun, images_bgr: Sequence[np.ndarray],
                  threshold: float) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """(det [K,5] boxes + score, kps [K,5,2] or None) per BGR image, as ``SCRFD.detect(img, max_num=0)``."""
+    if len(images_bgr) == 0:      # as the per-frame path: no frames, no results (blobFromImages refuses none)
+        return []
     import cv2
     from insightface.model_zoo.scrfd import distance2bbox, distance2kps
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..parallel import map_frames
 from ..types import Face, SwapPatch
-from . import builtin, temporal
+from . import builtin, rules_off, temporal
 from .region import area_part, model_parts
 from .stack import (
     AREAS,
@@ -66,11 +66,14 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
 
     if opts.builtin_occlusion or opts.mouth != "off":
         r = opts.temporal
-        views, pool = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts)
+        views, pool, notes = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts)
         # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
         near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
         builtin.fit_views(near, pool, r, shot_of)
         builtin.apply(items, views, pool, opts, r, shot_of)
+        for it, n in zip(items, notes):
+            if n:           # a sample rule that kept every sample (rules_off.py): the record says so
+                it.info["skin_rules_off"] = dict(n)
     if opts.builtin_occlusion:
         map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
     for it in items:
@@ -119,7 +122,8 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
 # only and a fit on its track's views within +-radius, which every pool that fits it holds, so
 # reusing them changes nothing; it saves the roll's reads, landmarks, colour maps and fits (about
 # a third of the mask time with 16-frame chunks). Keyed by the clip's face set and the face's
-# exact box and points; a few dozen entries (a 128-px map each).
+# exact box and points; a few dozen entries (a 128-px map each), each with the notes of the
+# sample rules that switched themselves off on it (rules_off.py).
 _VIEWS: OrderedDict = OrderedDict()
 _VIEWS_MAX = 64
 
@@ -143,19 +147,28 @@ def _cached(key, faceset):
     return hit[1]
 
 
-def _remember(key, view, faceset) -> None:
+def _remember(key, entry, faceset) -> None:
+    """``entry``: (SkinView, its rules_off notes), as ``_view`` makes them."""
     if key is None:
         return
-    _VIEWS[key] = (weakref.ref(faceset), view)
+    _VIEWS[key] = (weakref.ref(faceset), entry)
     _VIEWS.move_to_end(key)
     while len(_VIEWS) > _VIEWS_MAX:
         _VIEWS.popitem(last=False)
 
 
+def _view(frame, face: Face, clip_index: int, key, lm68):
+    """(builtin.skin_view, {rule: why} of the sample rules that switched themselves off in it)."""
+    with rules_off.collecting() as notes:
+        view = builtin.skin_view(frame, face.bbox, face.kps, clip_index, key, lm68)
+    return view, notes
+
+
 def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()):
     """Skin views of the chunk's faces plus, for video, those of the same tracks in the
     +-radius frames around the chunk (read through the context): the pool the temporal fits
-    and medians draw on. Every view depends on its own frame only."""
+    and medians draw on. Every view depends on its own frame only. Also returns, per chunk
+    face, the notes of the sample rules that switched themselves off on its view."""
     faceset = getattr(context, "faces", None)
     reader = getattr(context, "read_frames", None)
     frames_key = getattr(context, "frames_key", None)
@@ -167,18 +180,20 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     cache = faceset is not None and reader is not None and radius > 0 and (roll_lm or not use_lm)
     keys_ = [_view_key(faceset, frames_key, first + it.i, it.face, use_lm, radius, cuts)
              if cache and key_of(it.face) is not None else None for it in items]
-    views = [_cached(k, faceset) for k in keys_]
-    todo = [a for a, v in enumerate(views) if v is None]
-    made = map_frames(lambda it: builtin.skin_view(frames[it.i], it.face.bbox, it.face.kps, first + it.i,
-                                                   key_of(it.face), it.face.landmarks if use_lm else None),
+    hits = [_cached(k, faceset) for k in keys_]
+    todo = [a for a, v in enumerate(hits) if v is None]
+    made = map_frames(lambda it: _view(frames[it.i], it.face, first + it.i, key_of(it.face),
+                                       it.face.landmarks if use_lm else None),
                       [items[a] for a in todo])
-    for a, v in zip(todo, made):
-        views[a] = v
-        _remember(keys_[a], v, faceset)
+    for a, vn in zip(todo, made):
+        hits[a] = vn
+        _remember(keys_[a], vn, faceset)
+    views = [v for v, _ in hits]
+    notes = [n for _, n in hits]
     pool = list(views)
     keys = {v.key for v in views if v.key is not None}
     if not keys or not cache:
-        return views, pool
+        return views, pool, notes
     total = len(faceset.frames)
     lo, hi = max(0, first - radius), min(total, first + len(frames) + radius)
     need = []
@@ -195,9 +210,9 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
         for f in faceset.frames[i].faces:
             if key_of(f) in keys:
                 k = _view_key(faceset, frames_key, i, f, use_lm, radius, cuts)
-                v = _cached(k, faceset)
-                if v is not None:
-                    pool.append(v)
+                hit = _cached(k, faceset)
+                if hit is not None:
+                    pool.append(hit[0])
                 else:
                     need.append((i, f.copy(), k))
     if need:
@@ -207,12 +222,12 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
             by_frame = [[f for i2, f, _ in need if i2 == i and f.landmarks is None] for i in roll]
             if any(by_frame):
                 analyzer.landmarks68([imgs[i] for i in roll], by_frame)
-        made = map_frames(lambda n: builtin.skin_view(imgs[n[0]], n[1].bbox, n[1].kps, n[0], key_of(n[1]),
-                                                      n[1].landmarks if use_lm else None), need)
-        for (_, _, k), v in zip(need, made):
-            _remember(k, v, faceset)
-            pool.append(v)
-    return views, pool
+        made = map_frames(lambda n: _view(imgs[n[0]], n[1], n[0], key_of(n[1]),
+                                          n[1].landmarks if use_lm else None), need)
+        for (_, _, k), vn in zip(need, made):
+            _remember(k, vn, faceset)
+            pool.append(vn[0])
+    return views, pool, notes
 
 
 class _Item:

@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
+from . import rules_off
 from .occlusion import dilate_near
 
 MATCH = 3.0           # delta E within which a sample "is" a pixel beside the face
@@ -83,5 +84,7 @@ def not_background(lab: np.ndarray, samples: np.ndarray, nose: np.ndarray, lm68:
     d_ref = _nearest(x[near], ref, 2.0 * max(FOREIGN, RATIO * MATCH))
     drop[near] = d_ref >= np.maximum(FOREIGN, RATIO * d_bg[near])
     if drop.mean() > 1.0 - MIN_KEPT:
+        rules_off.note("beside.not_background", f"{100 * drop.mean():.0f} % of the skin samples match the background "
+                                                "beside the face: none dropped (an unusual face, not a background?)")
         return keep
     return ~drop

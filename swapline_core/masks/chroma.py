@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import rules_off
+
 MIN_CHROMA = 4.0        # Lab chroma below which hue angle is noise (weighted in over 4..8)
 ANGLE_MARGIN = 45.0     # degrees past the skin's own spread at which a pixel reaches the threshold
 MIN_SAMPLES = 30
@@ -81,4 +83,8 @@ def plausible(samples: np.ndarray) -> np.ndarray:
     a, b = x[:, 1], x[:, 2]
     ang = np.degrees(np.arctan2(b, a))
     ok = (np.hypot(a, b) <= PLAUSIBLE_CHROMA) | ((ang >= SKIN_HUES[0]) & (ang <= SKIN_HUES[1]))
-    return ok if ok.mean() >= 0.5 else np.ones(len(x), bool)
+    if ok.mean() >= 0.5:
+        return ok
+    rules_off.note("chroma.plausible", f"{100 * (1 - ok.mean()):.0f} % of the skin samples have colours skin never "
+                                       "has (coloured light?): all kept")
+    return np.ones(len(x), bool)

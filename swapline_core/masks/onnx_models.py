@@ -18,6 +18,7 @@ import numpy as np
 from ..backends.cache import cached
 from ..backends.onnx_batch import BatchRun
 from ..backends.onnx_sessions import create_session
+from ..backends.trt_profile import FACES
 from ..errors import BadModelError
 
 XSEG_SIZE = 256
@@ -35,7 +36,7 @@ def _sig(session) -> str:
 class Occluder:
     def __init__(self, path: str, provider: str = "auto"):
         self.path, self.name = path, Path(path).name
-        self.session = create_session(path, provider)
+        self.session = create_session(path, provider, FACES)
         ins, outs = self.session.get_inputs(), self.session.get_outputs()
         if not (len(ins) == 1 and len(ins[0].shape) == 4 and list(ins[0].shape[1:]) == [XSEG_SIZE, XSEG_SIZE, 3]
                 and outs and len(outs[0].shape) == 4):
@@ -56,7 +57,7 @@ class Occluder:
 class Parser:
     def __init__(self, path: str, provider: str = "auto"):
         self.path, self.name = path, Path(path).name
-        self.session = create_session(path, provider)
+        self.session = create_session(path, provider, FACES)
         ins, outs = self.session.get_inputs(), self.session.get_outputs()
         if not (len(ins) == 1 and len(ins[0].shape) == 4 and list(ins[0].shape[1:]) == [3, PARSER_SIZE, PARSER_SIZE]
                 and outs and len(outs[0].shape) == 4

@@ -19,6 +19,7 @@ from ...interfaces import FaceSwapper
 from ...types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch
 from ..onnx_batch import BatchRun
 from ..onnx_sessions import create_session
+from ..trt_profile import FACES, SINGLE
 from . import pixel_boost as boost
 from .families import detect_family
 
@@ -70,7 +71,7 @@ class FamilySwapper(FaceSwapper):
 
         self.path = path
         self.name = Path(path).stem
-        self.session = create_session(path, provider)
+        self.session = create_session(path, provider, FACES)
         self.spec, self.detected_by = detect_family(path, self.session, family)
         self.sig = read_signature(path, self.session)
         self.runner = BatchRun(self.session)
@@ -85,7 +86,7 @@ class FamilySwapper(FaceSwapper):
         self.converter = None
         if self.spec.source == "converter":
             self.converter_path = self._find_converter(converter_dirs)
-            self.converter = create_session(self.converter_path, provider)
+            self.converter = create_session(self.converter_path, provider, SINGLE)   # run row by row
             self.providers[f"converter:{self.spec.converter}"] = list(self.converter.get_providers())
         self._mask_settings = (mask_kind, round(float(mask_erode), 4), round(float(mask_blur), 4))
         self._src_key = None
