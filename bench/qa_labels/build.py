@@ -163,6 +163,8 @@ def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[
 
 def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES):
     """(clip, source name, run result, frames) for every run not in ``skip``, on one server."""
+    from devtools.comfy_harness import ComfyExecutionError
+
     srcs = sources()
     missing = [n for n in names if n not in srcs]
     if missing:
@@ -179,7 +181,17 @@ def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES):
             video = server.stage_file(clip.path(), f"ql_{clip.name}{clip.path().suffix}")
             ref_name = None if ref is None else server.stage_image(ref, f"ql_ref_{clip.name}.png")
             for n in todo:
-                res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], ref_name, qa_policy=QA_POLICY)
+                try:
+                    res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], ref_name,
+                                     qa_policy=QA_POLICY)
+                except ComfyExecutionError as e:
+                    # the scorer's reference crop can be too small for the pipeline's detector:
+                    # follow the largest face instead, as the generalization section does without one
+                    if ref_name is None or "NoFaceError" not in str(e) or f"({staged[n]}" in str(e):
+                        raise
+                    log(f"qa_labels: {clip.name}: no face in the reference crop, tracking the largest face")
+                    ref_name = None
+                    res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], None, qa_policy=QA_POLICY)
                 yield clip, srcs[n], res, frames
 
 
