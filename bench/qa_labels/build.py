@@ -44,8 +44,9 @@ EXTRA_CLIPS = (
     devset.Clip("video_wan2.1_fun_camera_v1.1_14B-1", "piano bar, small faces"),
 )
 CLIPS = devset.CLIPS + EXTRA_CLIPS
-SOURCES = ("shipped_colour", "shipped_grey", "f_blonde_smile", "m_astronaut", "small_m_t1_smile",
-           "side_lit_m_t1_smile")
+SOURCES = ("shipped_colour", "shipped_grey", "f_blonde_smile", "m_astronaut", "f_kling_dual_woman",
+           "small_m_t1_smile", "side_lit_m_t1_smile")
+EXTRA_PANEL = ("f_kling_dual_woman",)    # a panel face beyond the development set's sources
 FRAMES, EVERY = 24, 2
 CROP, PAD = 192, 1.6
 QA_POLICY = "flag only"
@@ -66,7 +67,12 @@ def side_lit(rgb: np.ndarray) -> np.ndarray:
 def sources(out: Path = OUT / "qa_labels" / "sources") -> dict[str, devset.Source]:
     from PIL import Image
 
+    from ..quality import panel as qpanel
+
     srcs = {s.name: s for s in devset.build_sources()}
+    extra = qpanel.select(",".join(EXTRA_PANEL))
+    origins = qpanel.origins(extra)
+    srcs.update({f.name: devset.Source(f.name, p, origins[p.resolve()]) for f, p in zip(extra, qpanel.build(extra))})
     base = next(s for s in srcs.values() if s.name == "m_t1_smile")
     out.mkdir(parents=True, exist_ok=True)
     lit = out / "side_lit_m_t1_smile.png"
