@@ -1,0 +1,86 @@
+"""docs/measurements/qa_agreement.md from ``agreement.measure()``."""
+from __future__ import annotations
+
+from .. import measurements
+from ..report import _table
+from .labels import DEFECTS
+
+DOC = measurements.DOCS / "qa_agreement.md"
+TARGET_PRECISION, TARGET_RECALL, TARGET_CLASS_RECALL, CLASS_MIN = 0.90, 0.60, 0.80, 20
+
+
+def _f(v) -> str:
+    return "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _pr(s: dict) -> list[str]:
+    return [str(s["faces"]), str(s["acceptable"]), str(s["passed"]), _f(s["precision"]), _f(s["recall"])]
+
+
+def doc(res: dict, machine: dict, run: dict) -> str:
+    lines = measurements.header(
+        "QA gate against faces labelled by eye: measurements",
+        "Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/`, protocol in "
+        "`bench/qa_labels/PROTOCOL.md` and [docs/qa.md](../qa.md#the-labelled-set)) judged by eye, blind to "
+        "every metric, and the gate's verdict on the same faces. A face the gate passes is a positive: "
+        "precision = share of passed faces a viewer accepts, recall = share of accepted faces passed. "
+        "`shipped`: the limits in `swapline_core/qa/thresholds.json` (chosen on one clip); `leave-one-clip-out`: "
+        "limits chosen by `bench/qa_labels/agreement.choose` on the other clips, judged on each clip in turn.",
+        run, machine)
+    ag = res.get("agreement") or {}
+    lines += [f"Labelled faces: {res['faces']} from {res['clips']} clips x {res['sources']} sources; "
+              f"acceptable: {res['acceptable']} ({res['acceptable'] / max(res['faces'], 1):.1%}). "
+              f"Second pass: {ag.get('faces', 0)} faces, same verdict {_f(ag.get('same_verdict'))}, "
+              f"Cohen's kappa {_f(ag.get('kappa'))}.", ""]
+    lo, sh = res["loco"], res["shipped"]
+    classes = [(d, v) for d, v in res["per_defect"].items() if v["faces"] >= CLASS_MIN]
+    worst = min((v["loco_recall"] for _, v in classes), default=None)
+
+    def met(ok):
+        return "yes" if ok else "no"
+
+    lines += ["## Targets", ""]
+    lines += _table(["target", "measured (leave-one-clip-out)", "met"], [
+        [f"precision >= {TARGET_PRECISION} at recall >= {TARGET_RECALL}",
+         f"precision {_f(lo['precision'])}, recall {_f(lo['recall'])}",
+         met((lo["precision"] or 0) >= TARGET_PRECISION and (lo["recall"] or 0) >= TARGET_RECALL)],
+        [f"recall >= {TARGET_CLASS_RECALL} for every defect class with >= {CLASS_MIN} faces",
+         f"worst {_f(worst)}", met(worst is not None and worst >= TARGET_CLASS_RECALL)]]) + [""]
+    lines += ["## Overall", ""]
+    lines += _table(["gate", "faces", "acceptable", "passed", "precision", "recall"],
+                    [["shipped limits"] + _pr(sh), ["leave-one-clip-out"] + _pr(lo)]) + [""]
+    for key, title in (("per_clip", "Per clip"), ("per_source", "Per source")):
+        lines += [f"## {title}", ""]
+        rows = [[k, *_pr(v["shipped"])[:3], _f(v["shipped"]["precision"]), _f(v["shipped"]["recall"]),
+                 str(v["loco"]["passed"]), _f(v["loco"]["precision"]), _f(v["loco"]["recall"])]
+                for k, v in res[key].items()]
+        lines += _table([key.split("_")[1], "faces", "acceptable", "passed (shipped)", "precision (shipped)",
+                         "recall (shipped)", "passed (loco)", "precision (loco)", "recall (loco)"], rows) + [""]
+    lines += ["## Per defect class", "",
+              "Recall here: the share of faces with the defect that the gate fails (a face may have several).", ""]
+    lines += _table(["defect", "faces", "failed (shipped)", "failed (leave-one-clip-out)"],
+                    [[f"{d}: {DEFECTS.get(d, d)}", str(v["faces"]), _f(v["shipped_recall"]), _f(v["loco_recall"])]
+                     for d, v in res["per_defect"].items()]) + [""]
+    lines += ["## Which metrics separate good from bad faces", "",
+              "AUC: the chance that a face a viewer rejects reads worse on the metric than one a viewer accepts "
+              "(0.5: no separation). The rule lets a metric fail faces only where it reaches "
+              f"{res['rule']['min_auc']} on the training clips.", ""]
+    lines += _table(["metric", "AUC", "shipped limit", "limit chosen on all clips"],
+                    [[m, _f(a), _f(res["shipped_limits"].get(m)), _f(res["all_clips_limits"]["limits"].get(m))]
+                     for m, a in res["auc"].items()]) + [""]
+    lines += [f"Re-detection required by the rule on all clips: {res['all_clips_limits']['redetection']}. "
+              f"Rule: {res['rule']}.", ""]
+    if res.get("policies"):
+        lines += ["## Policies on the labelled runs", "",
+                  "Each run's labelled faces with the leave-one-clip-out verdicts (`bench/qa_labels/policy.py`): "
+                  "delivered_ok = share of faces delivered swapped a viewer accepts; ok_delivered = share of "
+                  "accepted faces delivered swapped; switches = swapped/original flips inside a track.", ""]
+        lines += _table(["policy", "delivered", "delivered_ok", "ok_delivered", "switches"],
+                        [[k, str(v["delivered"]), _f(v["delivered_ok"]), _f(v["ok_delivered"]), str(v["switches"])]
+                         for k, v in res["policies"].items()]) + [""]
+    return "\n".join(lines)
+
+
+def write(res: dict, machine: dict, run: dict) -> str:
+    DOC.write_text(doc(res, machine, run))
+    return str(DOC)
