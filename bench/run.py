@@ -76,6 +76,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help="skip the farm section (same batch through swapline-farm with 1 vs 2 local ComfyUI workers)")
     ap.add_argument("--skip-server-job", action="store_true",
                     help="skip the shipped job as a studio runs it (QA every frame, signed): 720p and the sample")
+    ap.add_argument("--skip-qa-agreement", action="store_true",
+                    help="skip the QA gate against the labelled faces (bench/qa_labels, seconds)")
     ap.add_argument("--skip-generalization", action="store_true",
                     help="skip the development set x sources through the shipped workflow (bench/generalization)")
     ap.add_argument("--soak", action="store_true",
@@ -249,6 +251,18 @@ def run_generalization(results: dict, save, smoke: bool) -> None:
     save()
 
 
+def run_qa_agreement(results: dict, save, smoke: bool) -> None:
+    """The QA gate's verdicts against the faces labelled by eye, leave-one-clip-out (issue 48). The
+    smoke runs the same code on the committed set: it is pure computation on committed files."""
+    from .qa_labels import agreement
+
+    try:
+        results["qa_agreement"] = agreement.measure()
+    except Exception as exc:  # noqa: BLE001 - keep the other sections
+        results["errors"]["qa_agreement"] = _error(exc)
+    save()
+
+
 def run_soak(results: dict, save, smoke: bool) -> None:
     """One server under a mixed queue with sweeps, deletes and interrupts (bench/soak.py, issue 32)."""
     from . import soak
@@ -308,6 +322,8 @@ def main(argv=None) -> int:
         run_farm(results, save, plan.farm)
     if not args.skip_generalization:
         run_generalization(results, save, args.smoke)
+    if not args.skip_qa_agreement:
+        run_qa_agreement(results, save, args.smoke)
     if args.soak:
         run_soak(results, save, args.smoke)
     results["complete"] = True
@@ -323,6 +339,10 @@ def main(argv=None) -> int:
         from .generalization.report import publish
 
         log(f"wrote {publish(results['generalization'], Path(results['generalization']['strips']))}")
+    if plan.docs and results.get("qa_agreement"):
+        from .qa_labels import report as qa_report
+
+        log(f"wrote {qa_report.write(results['qa_agreement'], results['machine'], results['run'])}")
     if plan.docs and results.get("soak"):
         from . import soak
 

@@ -27,9 +27,9 @@ LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_rati
           "max_offface", "min_coverage")
 
 
-def thresholds_for(analyzer, **given) -> core_qa.QAThresholds:
-    """Calibrated defaults for the analyzer's recognizer; widgets left at -1 keep them."""
-    return core_qa.thresholds_for(analyzer.recognizer_name,
+def thresholds_for(analyzer, limit_set: str = core_qa.DEFAULT_LIMIT_SET, **given) -> core_qa.QAThresholds:
+    """The named limit set for the analyzer's recognizer; widgets left at -1 keep its limits."""
+    return core_qa.thresholds_for(analyzer.recognizer_name, limit_set,
                                   **{k: (None if isinstance(v, float) and v == AUTO else v) for k, v in given.items()})
 
 
@@ -104,6 +104,15 @@ class QAGate(io.ComfyNode):
                 io.Float.Input("max_safety_score", default=0.5, min=0.0, max=1.0, step=0.01, optional=True,
                                tooltip="The unsafe-class score (0..1) above which a frame is flagged (only with a "
                                        "safety classifier)."),
+                io.Combo.Input("limit_set", options=[core_qa.AUTO_LIMIT_SET, *core_qa.LIMIT_SETS],
+                               default=core_qa.DEFAULT_LIMIT_SET, optional=True,
+                               tooltip="Which limits the -1 widgets mean. viewer-labelled (strict): chosen by a rule "
+                                       "on swapped faces labelled by eye over 14 clips (docs/measurements/"
+                                       "qa_agreement.md); it fails far more faces a viewer rejects, and some a "
+                                       "viewer accepts. calibrated (sample clip): chosen on the sample clip alone. "
+                                       "auto (default): viewer-labelled for the built-in swap, which it was measured "
+                                       "on; calibrated for trained swappers (not yet measured against labels: the "
+                                       "report says so). A widget set to a value overrides any set."),
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
@@ -115,8 +124,9 @@ class QAGate(io.ComfyNode):
     @override
     def execute(cls, frames, faces, face_model, analyzer, policy, require_redetection, sample_every,
                 filename_prefix, allow_no_face=False, safety_classifier=None, max_safety_score=0.5,
-                **limits) -> io.NodeOutput:
-        th = thresholds_for(analyzer, require_redetection=require_redetection, allow_no_face=allow_no_face,
+                limit_set=core_qa.DEFAULT_LIMIT_SET, **limits) -> io.NodeOutput:
+        chosen = core_qa.resolve_limit_set(limit_set, [r.method for r in frames.stage_records() if r.stage == "swap"])
+        th = thresholds_for(analyzer, chosen, require_redetection=require_redetection, allow_no_face=allow_no_face,
                             max_safety_score=max_safety_score, **{k: v for k, v in limits.items() if k in LIMITS})
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
@@ -128,6 +138,10 @@ class QAGate(io.ComfyNode):
                                 store_root=model_paths.swapline_cache_dir(),
                                 skipped=pipeline.swap_refusals(frames), safety=safety_classifier)
         report["policy"] = policy
+        report["limit_set"] = chosen
+        if chosen != "viewer-labelled (strict)":
+            report["limits_note"] = ("limits not measured against faces labelled by eye for this swap "
+                                     "(docs/measurements/qa_agreement.md measures the built-in swap)")
         try:
             revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
         except core_qa.QAFailedError as e:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swapline_core.qa.decide import _CHECKS, QAThresholds
+from swapline_core.qa.decide import _CHECKS, OFF, QAThresholds
 
 from ..paths import REPO
 from . import labels as qlabels
@@ -34,8 +34,11 @@ from .build import GATE
 
 MIN_RECALL, MIN_AUC, STEP_GAIN = 0.70, 0.60, 0.005
 QUANTILES = np.linspace(0.5, 0.99, 50)
-# the gate's checks as (metric, direction); redetection is a yes/no check of its own
-METRICS = tuple((m, d) for m, _, d, _, _ in _CHECKS)
+# the gate's checks as (metric, direction), then the readings the gate reports without a limit yet
+# (metrics_defects); redetection is a yes/no check of its own
+METRICS = tuple((m, d) for m, _, d, _, _ in _CHECKS) + (("edge_loss", "max"),)
+FIELD = {m: f for m, f, *_ in _CHECKS}        # metric -> QAThresholds field (edge_loss has none yet)
+LIMITS_OUT = REPO / "swapline_core" / "qa" / "thresholds_labelled.json"
 DOC = REPO / "docs" / "measurements" / "qa_agreement.md"
 
 
@@ -97,7 +100,9 @@ def scores(acceptable: np.ndarray, passed: np.ndarray) -> dict:
 def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
     """Limits and whether re-detection is required, by the rule in the module docstring."""
     acc = np.array([r["acceptable"] for r in rows])
-    usable = [(m, d) for m, d in METRICS if (a := auc(rows, m, d)) is not None and a >= MIN_AUC]
+    # only metrics the gate can apply (a QAThresholds field) may fail a face
+    usable = [(m, d) for m, d in METRICS
+              if m in FIELD and (a := auc(rows, m, d)) is not None and a >= MIN_AUC]
     red = np.array([r["redetected"] for r in rows])
     # re-detection counts as one more yes/no metric: required only if it separates
     redetection = bool((~red).any() and acc[~red].mean() < acc[red].mean() - 0.1) if red.any() else False
@@ -132,9 +137,9 @@ def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
         limits[m] = q
 
 
-def shipped_limits() -> dict[str, float]:
+def shipped_limits() -> dict[str, float | None]:
     th = QAThresholds()
-    return {m: getattr(th, f) for m, f, *_ in _CHECKS}
+    return {m: (None if getattr(th, f) == OFF else getattr(th, f)) for m, f, *_ in _CHECKS}
 
 
 def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
@@ -150,6 +155,8 @@ def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
 
 
 def measure() -> dict:
+    from . import policy
+
     rows = table()
     acc = np.array([r["acceptable"] for r in rows])
     shipped = np.array([r["shipped_pass"] for r in rows])
@@ -178,15 +185,35 @@ def measure() -> dict:
             "all_clips_limits": {"limits": {k: round(v, 4) for k, v in full_limits.items()},
                                  "redetection": full_red},
             "shipped_limits": shipped_limits(), "agreement": qlabels.agreement(),
+            "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
             "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
+
+
+def write_limits(res: dict, path: Path = LIMITS_OUT) -> Path:
+    """The limit set "viewer-labelled (strict)": the limits the rule chose on every labelled clip,
+    as QAThresholds fields (what it did not choose stays the calibrated value), with provenance."""
+    chosen = res["all_clips_limits"]
+    th = {FIELD[m]: v for m, v in chosen["limits"].items()}
+    th["require_redetection"] = bool(chosen["redetection"]) or QAThresholds().require_redetection
+    path.write_text(json.dumps({
+        "generated_by": "python -m bench.qa_labels.agreement --write-limits",
+        "doc": "docs/measurements/qa_agreement.md", "date": res["date"],
+        "labelled_faces": res["faces"], "clips": res["clips"], "rule": res["rule"],
+        "leave_one_clip_out": res["loco"], "thresholds": th}, indent=1) + "\n")
+    return path
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--write-limits", action="store_true",
+                    help=f"write the limits chosen on all labelled clips to {LIMITS_OUT.name} "
+                         "(a decision: see docs/qa.md)")
     a = ap.parse_args(argv)
     res = measure()
     res["date"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if a.write_limits:
+        print(f"wrote {write_limits(res)}")
     text = json.dumps(res, indent=1)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)

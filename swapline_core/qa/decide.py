@@ -27,19 +27,32 @@ POLICIES = ("flag only", "keep original", "keep original per frame", "fail job")
 # shot ships (bridged); the report lists every failing frame that shipped and why.
 DEFAULT_POLICY = "keep original"
 METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio", "mouth_delta", "eye_delta",
-           "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface")
+           "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface",
+           "blotch", "detail_ratio")
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.json")
+# Named limit sets (the QA node's "limit_set"): the sample clip's calibration, and the limits chosen
+# by a rule on faces labelled by eye over many clips (bench/qa_labels, docs/measurements/qa_agreement.md).
+LIMIT_SETS = {"calibrated (sample clip)": THRESHOLDS_FILE,
+              "viewer-labelled (strict)": Path(__file__).with_name("thresholds_labelled.json")}
+# "auto": the labelled set where the swap is the path it was measured on (the built-in classical
+# warp), the calibrated set elsewhere (no labelled faces of a trained swapper exist yet).
+AUTO_LIMIT_SET = "auto (viewer-labelled for the built-in swap)"
+DEFAULT_LIMIT_SET = AUTO_LIMIT_SET
+MEASURED_ON = "classical landmark warp"     # the swap method (provenance) the labelled set measured
+# A limit a set does not give: off (the metric is reported, never fails a face on its own).
+OFF = 1e9
 # ArcFace similarities: same person ~0.4-0.8, different people < 0.2 (not measured on real
 # buffalo_l weights, none can be downloaded here).
 ARCFACE_IDENTITY = {"min_identity": 0.2, "max_leakage": 0.6}
 
 
-def _load_defaults() -> dict:
+def _load_defaults(path: Path = THRESHOLDS_FILE) -> dict:
     try:
-        return json.loads(THRESHOLDS_FILE.read_text())["thresholds"]
+        return json.loads(path.read_text())["thresholds"]
     except (OSError, ValueError, KeyError) as e:
-        raise SwaplineError(f"cannot read the QA defaults {THRESHOLDS_FILE}: {e}. Reinstall the pack or "
-                            "regenerate the file with bench/calibrate_qa.py") from e
+        raise SwaplineError(f"cannot read the QA limits {path}: {e}. Reinstall the pack, or regenerate the file "
+                            "(thresholds.json: bench/calibrate_qa.py; thresholds_labelled.json: "
+                            "python -m bench.qa_labels.agreement --write-limits)") from e
 
 
 _D = _load_defaults()
@@ -60,6 +73,8 @@ class QAThresholds:
     max_seam_ratio: float = _D["max_seam_ratio"]
     max_bleed: float = _D["max_bleed"]
     max_offface: float = _D["max_offface"]
+    max_blotch: float = _D.get("max_blotch", OFF)             # lightness spread of the change over the skin
+    max_detail_ratio: float = _D.get("max_detail_ratio", OFF)  # fine detail result / target (pasted texture)
     min_changed: float = _D["min_changed"]                   # share of the face hull: below = not swapped
     min_coverage: float = _D["min_coverage"]                 # per track: swapped / frames with the face
     # A policy, not calibrated: a user-supplied classifier's score (0..1) above which a frame is
@@ -74,9 +89,32 @@ class QAThresholds:
         return asdict(self)
 
 
-def thresholds_for(recognizer: str, **given) -> QAThresholds:
-    """Defaults for the recognizer, overridden by ``given`` (None values are ignored)."""
+def resolve_limit_set(name: str, swap_methods: Sequence[str] = ()) -> str:
+    """The named set a choice stands for: "auto" is the labelled set when every swap stage that
+    made the frames is the method it was measured on, else the calibrated one."""
+    if name != AUTO_LIMIT_SET:
+        return name
+    if swap_methods and all(m.startswith(MEASURED_ON) for m in swap_methods):
+        return "viewer-labelled (strict)"
+    return "calibrated (sample clip)"
+
+
+def limit_set(name: str = "calibrated (sample clip)") -> QAThresholds:
+    """The named set's limits over the dataclass defaults (a set gives only what it chose)."""
+    if name not in LIMIT_SETS:
+        raise ValueError(f"unknown QA limit set {name!r}; known: {sorted(LIMIT_SETS)}")
     base = QAThresholds()
+    if LIMIT_SETS[name] == THRESHOLDS_FILE:
+        return base
+    names = {f.name for f in fields(QAThresholds)}
+    return replace(base, **{k: v for k, v in _load_defaults(LIMIT_SETS[name]).items() if k in names})
+
+
+def thresholds_for(recognizer: str, limit_set_name: str = "calibrated (sample clip)", **given) -> QAThresholds:
+    """The named set's limits for the recognizer, overridden by ``given`` (None values are ignored).
+    Identity and leakage come from the dlib recognizer's labels or calibration: an ArcFace pack
+    gets its own (uncalibrated) pair."""
+    base = limit_set(limit_set_name)
     if not recognizer.startswith("dlib"):
         base = replace(base, **ARCFACE_IDENTITY)
     names = {f.name for f in fields(QAThresholds)}
@@ -128,6 +166,8 @@ _CHECKS = (
     ("seam_ratio", "max_seam_ratio", "max", "seam at the paste boundary: gradient ratio", ".2f"),
     ("bleed", "max_bleed", "max", "foreign colour bled into the face: share", ".3f"),
     ("offface", "max_offface", "max", "pasted off the face: changed area outside the face", ".2f"),
+    ("blotch", "max_blotch", "max", "blotch: uneven lightness change over the skin", ".1f"),
+    ("detail_ratio", "max_detail_ratio", "max", "pasted texture: fine detail against the target's", ".2f"),
 )
 
 

@@ -193,3 +193,21 @@ def test_farm_section(smoke):
         positive(run["chunk_seconds_median"], f"farm {n} workers chunk s")
     positive(f["speedup_2_vs_1"], "farm speedup_2_vs_1")
     finite_or_none(f["overhead_share"], "farm overhead_share")
+
+
+def test_qa_agreement_section(smoke):
+    q = smoke["results"]["qa_agreement"]
+    assert q, section_error(smoke, "qa_agreement") or "no qa_agreement results"
+    assert q["faces"] >= 1000 and q["clips"] >= 14
+    for gate in ("shipped", "loco"):
+        s = q[gate]
+        assert s["faces"] == q["faces"] and 0 <= s["passed"] <= s["faces"]
+        finite_or_none(s["precision"], f"{gate} precision")
+        finite_or_none(s["recall"], f"{gate} recall")
+    assert set(q["per_clip"]) and all(set(v) == {"shipped", "loco"} for v in q["per_clip"].values())
+    assert {"per shot", "per frame"} <= set(q["policies"])
+    # the doc renders from these results (the smoke writes no doc)
+    from bench.qa_labels import report as qa_report
+
+    text = qa_report.doc(q, smoke["results"]["machine"], smoke["results"]["run"])
+    assert "## Targets" in text and "leave-one-clip-out" in text

@@ -1,0 +1,52 @@
+"""Named QA limit sets: the labelled set loads from its file, "auto" picks it only for the swap it
+was measured on, and a widget value still overrides (swapline_core/qa/decide.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swapline_core.qa import decide
+
+STRICT, CAL = "viewer-labelled (strict)", "calibrated (sample clip)"
+
+
+def test_the_labelled_set_is_its_file_over_the_calibrated_limits():
+    data = json.loads(decide.LIMIT_SETS[STRICT].read_text())
+    th = decide.limit_set(STRICT)
+    cal = decide.limit_set(CAL)
+    assert data["thresholds"] and data["labelled_faces"] >= 1000
+    for field, value in data["thresholds"].items():
+        assert getattr(th, field) == value, field
+    untouched = [f for f in ("min_identity", "max_mouth_delta", "min_coverage") if f not in data["thresholds"]]
+    assert all(getattr(th, f) == getattr(cal, f) for f in untouched)
+    # the calibrated set leaves the labelled-only metrics off: reported, never failing a face
+    assert cal.max_blotch == decide.OFF and cal.max_detail_ratio == decide.OFF
+
+
+def test_auto_is_the_labelled_set_only_for_the_swap_it_measured():
+    classical = "classical landmark warp (no trained swap model)"
+    assert decide.resolve_limit_set(decide.AUTO_LIMIT_SET, [classical]) == STRICT
+    assert decide.resolve_limit_set(decide.AUTO_LIMIT_SET, [classical, classical]) == STRICT
+    for methods in ([], ["trained face-swap model (inswapper family)"],
+                    [classical, "trained face-swap model (inswapper family)"]):
+        assert decide.resolve_limit_set(decide.AUTO_LIMIT_SET, methods) == CAL, methods
+    assert decide.resolve_limit_set(CAL, [classical]) == CAL          # a named choice stands
+    with pytest.raises(ValueError, match="unknown QA limit set"):
+        decide.limit_set("loose")
+
+
+def test_a_given_value_overrides_the_set_and_arcface_keeps_its_pair():
+    th = decide.thresholds_for("dlib_resnet", STRICT, max_seam_ratio=5.0, max_offface=None)
+    assert th.max_seam_ratio == 5.0 and th.max_offface == decide.limit_set(STRICT).max_offface
+    arc = decide.thresholds_for("arcface", STRICT)
+    assert (arc.min_identity, arc.max_leakage) == (0.2, 0.6)
+
+
+def test_a_face_past_a_labelled_only_limit_fails_with_a_reason():
+    th = decide.limit_set(STRICT)
+    face = {"swapped": True, "redetected": True, "identity": 0.95, "detail_ratio": th.max_detail_ratio + 0.5}
+    reasons = decide.face_reasons(th, face)
+    if th.max_detail_ratio < decide.OFF:
+        assert any(r.startswith("pasted texture") for r in reasons)
+    assert decide.face_reasons(decide.limit_set(CAL), face) == []
