@@ -10,9 +10,10 @@ from comfy_api.latest import io, ui
 from typing_extensions import override
 
 from ..swapline_core.faces import identity as core_fm
+from ..swapline_core.faces import source_check
 from . import model_paths
 from .absent import ABSENT, sentence
-from .convert import to_arrays
+from .convert import preview_ui, to_arrays
 from .types import CATEGORY, Analyzer, FaceModel
 
 
@@ -25,7 +26,10 @@ class BuildFaceModel(io.ComfyNode):
             display_name="Build Face Model (Swapline)",
             category=f"{CATEGORY}/face model",
             description="Builds the source identity from one or many photos of the same person: the largest "
-                        "face of each image is embedded and the normalised embeddings are averaged.",
+                        "face of each image is embedded and the normalised embeddings are averaged. Each face "
+                        "is checked for size and sharpness: a face too small to swap from (eyes under 12 px "
+                        "apart) is refused, a small (under 32 px) or enlarged/soft one gets a warning here "
+                        "and in the swap's report.",
             inputs=[
                 io.Image.Input("images", tooltip="One or more photos of the source person."),
                 Analyzer.Input("analyzer", tooltip="The analyzer whose recognizer defines the identity space."),
@@ -44,7 +48,14 @@ class BuildFaceModel(io.ComfyNode):
         if consent_given_by.strip() or consent_scope.strip() or consent_document_sha256.strip():
             fm = core_fm.with_consent(fm, core_fm.make_consent(fm, consent_given_by, consent_date, consent_scope,
                                                                consent_document_sha256))
-        return io.NodeOutput(fm, ui=ui.PreviewText(json.dumps({"recognizer": fm.recognizer, **fm.metadata})))
+        # The source check's warnings lead the node's text: a soft source makes a soft swap, and the
+        # user should read why here rather than guess it from the result.
+        text = json.dumps({"recognizer": fm.recognizer, **fm.metadata})
+        warnings = source_check.warnings_of(fm)
+        if warnings:
+            text = "\n".join(f"WARNING: {w}" for w in warnings) + "\n\n" + text
+        return io.NodeOutput(fm, ui={**ui.PreviewText(text).as_dict(),
+                                     **preview_ui(cls, source_check=fm.metadata.get("source_check"))})
 
 
 def consent_inputs() -> list:

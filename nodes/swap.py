@@ -10,6 +10,7 @@ from ..swapline_core.backends.cache import cached
 from ..swapline_core.backends.onnx_sessions import PROVIDER_CHOICES
 from ..swapline_core.backends.swappers.families import FAMILIES
 from ..swapline_core.errors import SwaplineError
+from ..swapline_core.faces import source_check
 from ..swapline_core.faces.paste import MASK_KINDS, union_mask
 from ..swapline_core.guards import GuardOptions, Refusals, refused_boxes
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
@@ -155,19 +156,30 @@ class SwapperLoader(io.ComfyNode):
         return io.NodeOutput(sw, ui=ui.PreviewText(swapper_report(sw)))
 
 
-def guard_inputs() -> list:
-    """Optional (so saved API prompts stay valid) guard widgets shared by the two swap nodes."""
-    return [io.Boolean.Input("guards", default=True, optional=True,
-                             tooltip="Leave faces the swapper cannot do well untouched and report why: turned "
-                                     "too far, too small, implausible landmarks, a box jumping against its "
-                                     "track, no skin where the paste would go."),
-            io.Float.Input("max_yaw", default=0.0, min=0.0, max=90.0, step=1.0, optional=True,
-                           tooltip="Refuse faces turned more than this many degrees; 0 uses the swapper's "
-                                   "own limit (45 for the built-in classical swapper). Never looser than it.")]
+def guard_inputs(tracked: bool = False) -> list:
+    """Optional (so saved API prompts stay valid) guard widgets shared by the two swap nodes;
+    ``tracked``: the pose tolerance too, which only a clip's tracks can use (Swap Faces in Frames)."""
+    out = [io.Boolean.Input("guards", default=True, optional=True,
+                            tooltip="Leave faces the swapper cannot do well untouched and report why: turned "
+                                    "too far, too small, head pose unknown, implausible landmarks, a box jumping "
+                                    "against its track, no skin where the paste would go."),
+           io.Float.Input("max_yaw", default=0.0, min=0.0, max=90.0, step=1.0, optional=True,
+                          tooltip="Refuse faces turned more than this many degrees; 0 uses the swapper's "
+                                  "own limit (45 for the built-in classical swapper). Never looser than it.")]
+    if tracked:
+        out.append(io.Float.Input(
+            "pose_tolerance_deg", default=0.0, min=0.0, max=30.0, step=1.0, optional=True,
+            tooltip="Hysteresis on head pose, off at 0: a face turned or pitched up to this many degrees past "
+                    "the swapper's limit is still swapped when its track is within the limit at most "
+                    f"{GuardOptions.bridge_frames} frames before and after it in the same shot, so a brief turn "
+                    "does not flip the face back to the original; those frames are reported as bridged. "
+                    "0 (default): the limit is a limit, every face past it is left untouched."))
+    return out
 
 
-def guard_options(guards: bool = True, max_yaw: float = 0.0) -> GuardOptions:
-    return GuardOptions(enabled=bool(guards), max_yaw=float(max_yaw or 0.0))
+def guard_options(guards: bool = True, max_yaw: float = 0.0, pose_tolerance_deg: float = 0.0) -> GuardOptions:
+    return GuardOptions(enabled=bool(guards), max_yaw=float(max_yaw or 0.0),
+                        pose_tolerance_deg=float(pose_tolerance_deg or 0.0))
 
 
 class SwapFaces(io.ComfyNode):
@@ -230,8 +242,11 @@ class SwapFaces(io.ComfyNode):
         image_provenance.record_refused(result, refused_boxes(records))
         # The refused faces (left untouched) with their reasons, for the editor's status line and
         # for API users reading the history: a refusal must be seen, not only be in `records`.
+        summary = refusals.to_json()
+        if source_check.warnings_of(face_model):
+            summary["source_warnings"] = source_check.warnings_of(face_model)
         return io.NodeOutput(result, to_mask(masks), report, to_image(previews),
-                             ui=preview_ui(cls, swap=refusals.to_json()))
+                             ui=preview_ui(cls, swap=summary))
 
 
 def _frame_status(records: list[dict]) -> str:

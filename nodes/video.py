@@ -212,7 +212,7 @@ class SwapFrames(io.ComfyNode):
                 FaceModel.Input("face_model", tooltip="The source identity."),
                 Swapper.Input("swapper", tooltip="From Load Face Swapper."),
                 io.Boolean.Input("color_match", default=True, tooltip="Match colour statistics to the target skin."),
-                *guard_inputs(),
+                *guard_inputs(tracked=True),
                 MaskOptions.Input("mask_options", optional=True,
                                   tooltip="From Face Mask Options. Not connected: the built-in occluder and, for the "
                                           "classical swapper, the kept mouth interior."),
@@ -223,9 +223,9 @@ class SwapFrames(io.ComfyNode):
     @classmethod
     @override
     def execute(cls, frames, faces, face_model, swapper, color_match, guards=True, max_yaw=0.0,
-                mask_options=None) -> io.NodeOutput:
+                pose_tolerance_deg=0.0, mask_options=None) -> io.NodeOutput:
         opts = SwapOptions(color_match=color_match, masks=mask_options or CoreMaskOptions(),
-                           guards=guard_options(guards, max_yaw))
+                           guards=guard_options(guards, max_yaw, pose_tolerance_deg))
         out, report = pipeline.swap_frames(frames, faces, face_model, swapper, faces.analyzer,
                                            model_paths.swapline_cache_dir(), _hooks(frames.count), opts)
         text = json.dumps(report.to_json())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,7 +23,9 @@ import numpy as np
 
 from ..errors import NoFaceError, SwaplineError
 from ..types import Face, SourceIdentity, l2_normalise
+from . import source_check
 
+log = logging.getLogger("swapline")
 FORMAT = "swapline.face_model.v1"
 CONSENT_SCHEMA = "swapline.consent/1"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -37,6 +40,9 @@ def build_from_images(analyzer, images: Sequence[np.ndarray], reduce: str = "mea
 
     Every image must show a face: a photo without one is more likely a wrong input than a
     reason to silently average fewer images. Landmarks are added when the analyzer has them.
+    Each chosen face is checked for size and detail (``source_check``): a face too small to swap
+    from stops the build, a small or enlarged one is logged and recorded in
+    ``metadata["source_check"]``, which the face model carries to later nodes' reports.
     """
     found = analyzer.detect(images)
     picked = [max(fs, key=lambda f: f.area) if fs else None for fs in found]
@@ -48,10 +54,16 @@ def build_from_images(analyzer, images: Sequence[np.ndarray], reduce: str = "mea
                   "best)" if need else "")
         raise NoFaceError(f"no face found in source image(s) {empty} ({sizes}){needed}: use clear photos of "
                           "the source person")
+    check = source_check.check_sources(images, picked)
+    if check["status"] == "refuse":
+        raise SwaplineError(" ".join(i["message"] for i in check["images"] if i["verdict"] == "refuse"))
+    for message in check["messages"]:
+        log.warning("source check: %s", message)
     analyzer.embed(images, [[f] for f in picked])
     if analyzer.supports_landmarks:
         analyzer.landmarks68(images, [[f] for f in picked])
-    return build(images, picked, analyzer.recognizer_name, reduce)
+    fm = build(images, picked, analyzer.recognizer_name, reduce)
+    return replace(fm, metadata={**fm.metadata, "source_check": check})
 
 
 def build(images: Sequence[np.ndarray], faces: Sequence[Face], recognizer: str,

@@ -2,8 +2,9 @@
 
 Each check returns None or a reason ``"<category>: <detail>"``; the first reason wins. The
 category (before the colon) is what reports count (``reason_category``):
-- competence (``competence.py``): too small, head turned / pitched, eye hidden, against the
-  limits the swapper declares (``FaceSwapper.competence``, optionally tightened here);
+- competence (``competence.py``): too small, head turned / pitched, head pose unknown, eye
+  hidden, against the limits the swapper declares (``FaceSwapper.competence``, optionally
+  tightened here; loosened only by the explicit ``pose_tolerance_deg`` hysteresis in a track);
 - plausibility (``plausibility.py``): implausible landmarks, track jump, no skin.
 A refused face is left untouched; ``swap.chunk`` records ``{"status": "skipped", "reason": ...}``.
 """
@@ -27,15 +28,18 @@ class GuardOptions:
     track_window: int = 6                 # frames each side compared against; 0 disables
     max_size_ratio: float = 1.5
     max_shift: float = 0.6                # in face sizes, against the track's interpolation
-    # A pose just past the limit (competence.BRIDGE_BAND) between swappable frames of its track
-    # this near on both sides is swapped (hysteresis); 0 refuses every such frame on its own.
+    # Hysteresis, off by default: a pose up to pose_tolerance_deg past the swapper's declared
+    # limit is swapped only between frames of its track within the limit, at most bridge_frames
+    # away on both sides (competence.bridges_pose). 0: the declared limit is a limit.
+    pose_tolerance_deg: float = 0.0
     bridge_frames: int = 12
 
     def to_json(self) -> dict:
         return {"enabled": self.enabled, "max_yaw": self.max_yaw, "max_pitch": self.max_pitch,
                 "max_shape_residual": self.max_shape_residual, "min_skin": self.min_skin,
                 "track_window": self.track_window, "max_size_ratio": self.max_size_ratio,
-                "max_shift": self.max_shift, "bridge_frames": self.bridge_frames}
+                "max_shift": self.max_shift, "pose_tolerance_deg": self.pose_tolerance_deg,
+                "bridge_frames": self.bridge_frames}
 
 
 def reason_category(reason: str) -> str:
@@ -51,6 +55,7 @@ class Refusals:
     frames: dict = field(default_factory=lambda: defaultdict(set))
     example: dict = field(default_factory=dict)
     swapped: int = 0
+    bridged: set = field(default_factory=set)     # frames swapped through pose_tolerance_deg
 
     def add(self, first: int, records) -> None:
         """``records``: per frame, the face records of ``swap.chunk`` (frame ``first`` onwards)."""
@@ -64,11 +69,16 @@ class Refusals:
                     self.example.setdefault(cat, reason)
                 elif rec.get("status") == "swapped":
                     self.swapped += 1
+                    if rec.get("bridged_guard"):
+                        self.bridged.add(first + k)
 
     def to_json(self) -> dict:
-        return {"faces_swapped": self.swapped, "skipped": dict(self.count),
-                "skipped_frames": {k: sorted(v) for k, v in self.frames.items()},
-                "skipped_reasons": dict(self.example)}
+        out = {"faces_swapped": self.swapped, "skipped": dict(self.count),
+               "skipped_frames": {k: sorted(v) for k, v in self.frames.items()},
+               "skipped_reasons": dict(self.example)}
+        if self.bridged:    # past the declared limit, swapped only because a tolerance was set
+            out["pose_bridged_frames"] = sorted(self.bridged)
+        return out
 
 
 def refused_boxes(records) -> list[list[list[float]]]:
@@ -106,7 +116,8 @@ def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: in
                memo: dict | None = None, bridged: list | None = None) -> str | None:
     """The reason ``face`` must not be swapped, or None. ``memo``: a dict shared by the faces of
     one chunk (``screen``), so neighbouring frames' poses are solved once. A pose refusal bridged
-    inside its track (``competence.bridges_pose``) is appended to ``bridged`` and the face swapped."""
+    inside its track (``competence.bridges_pose``, only with ``opts.pose_tolerance_deg``) is appended
+    to ``bridged`` and the face swapped."""
     who = getattr(swapper, "name", "this")
     comp = competence_for(swapper, opts)
     why = (_plaus.geometry(face, frame.shape)
@@ -117,7 +128,7 @@ def check_face(swapper, frame, face, opts: GuardOptions, context=None, index: in
     pose = _competence.track_pose(face, index, context, memo=memo)
     why = _competence.check(face, comp, who, pose)
     if why and reason_category(why) in ("head turned", "head pitched") and _competence.bridges_pose(
-            face, index, context, comp, opts.bridge_frames, memo):
+            face, index, context, comp, opts.bridge_frames, memo, opts.pose_tolerance_deg):
         # judged again at the limit, so the other competence checks (size, a hidden eye) still apply
         again = _competence.check(face, comp, who, (min(pose[0], comp.max_yaw), min(pose[1], comp.max_pitch)))
         if again is None and bridged is not None:

@@ -49,6 +49,7 @@ def track_pose(face, index: int | None, context, radius: int = 2, memo: dict | N
     One frame's points can read a turn its neighbours do not have (a landmark slip on kling's
     frame 4 reads 59 deg between two 30-deg frames); refusing that frame alone would make it flicker
     back to the original. A real turn lasts more than a frame or two, so the median keeps it.
+    A face whose own pose cannot be estimated stays NaN (refused), whatever its neighbours read.
     """
     if context is None or index is None or face.track_id is None or context.faces is None:
         return pose_of(face)
@@ -66,6 +67,9 @@ def track_pose(face, index: int | None, context, radius: int = 2, memo: dict | N
         return memo[id(f)][1]
 
     poses = [pose(face)]
+    if not all(np.isfinite(poses[0])):
+        # neighbours' median must not stand in for a face whose own points give no pose
+        return poses[0]
     for j in range(max(lo, index - radius), min(hi, index + radius + 1)):
         if j != index:
             poses += [pose(f) for f in frames[j].faces if f.track_id == face.track_id]
@@ -78,7 +82,12 @@ def check(face, comp: Competence, who: str, pose: tuple[float, float] | None = N
         return (f"too small: eyes {io:.0f} px apart, the {who} swapper needs at least "
                 f"{comp.min_inter_ocular_px:.0f} px")
     yaw, pitch = pose if pose is not None else pose_of(face)
-    if not np.isfinite(yaw) or yaw > comp.max_yaw:
+    # NaN compares False against any limit: without this a face nobody could pose would pass
+    if not (np.isfinite(yaw) and np.isfinite(pitch)):
+        return (f"head pose unknown: head pose could not be estimated from the face's points (yaw {yaw:.1f}, "
+                f"pitch {pitch:.1f}), so the {who} swapper's limits ({comp.max_yaw:.0f} deg turn, "
+                f"{comp.max_pitch:.0f} deg pitch) cannot be checked")
+    if yaw > comp.max_yaw:
         return f"head turned: yaw {yaw:.1f} deg beyond the {who} swapper's {comp.max_yaw:.0f} deg"
     if pitch > comp.max_pitch:
         return f"head pitched: pitch {pitch:.1f} deg beyond the {who} swapper's {comp.max_pitch:.0f} deg"
@@ -90,22 +99,23 @@ def check(face, comp: Competence, who: str, pose: tuple[float, float] | None = N
     return None
 
 
-# Hysteresis on pose: a turn just past the swapper's limit inside a run of frames it can swap is
-# bridged (swapped), so a head turning briefly does not flip the face between two identities. The
-# limit decides where a track can be swapped; the band keeps it swapped for a short while. What
-# comes out is still judged by the QA gate like any other swapped frame.
-BRIDGE_BAND = 1.25
-
-
+# Hysteresis on pose, only where asked for (``GuardOptions.pose_tolerance_deg``, 0 by default: the
+# swapper's declared limit is a limit). With a tolerance, a turn up to that many degrees past the
+# limit inside a run of frames the swapper can do is bridged (swapped), so a head turning briefly
+# does not flip the face between two identities; the limit decides where a track can be swapped,
+# the tolerance keeps it swapped for a short while. Bridged frames are reported (``bridged_guard``)
+# and judged by the QA gate like any other swapped frame.
 def bridges_pose(face, index: int | None, context, comp: Competence, frames_each_side: int,
-                 memo: dict | None = None) -> bool:
-    """True when ``face`` (refused for its pose) is within ``BRIDGE_BAND`` of the limits and its
-    track has a frame within the limits no more than ``frames_each_side`` frames before and after
-    it, in the same shot."""
-    if frames_each_side <= 0 or context is None or index is None or face.track_id is None or context.faces is None:
+                 memo: dict | None = None, tolerance_deg: float = 0.0) -> bool:
+    """True when ``face`` (refused for its pose) is no more than ``tolerance_deg`` past the limits
+    and its track has a frame within the limits no more than ``frames_each_side`` frames before
+    and after it, in the same shot."""
+    if tolerance_deg <= 0 or frames_each_side <= 0 or context is None or index is None \
+            or face.track_id is None or context.faces is None:
         return False
     yaw, pitch = track_pose(face, index, context, memo=memo)
-    if not (np.isfinite(yaw) and yaw <= comp.max_yaw * BRIDGE_BAND and pitch <= comp.max_pitch * BRIDGE_BAND):
+    if not (np.isfinite(yaw) and np.isfinite(pitch) and yaw <= comp.max_yaw + tolerance_deg
+            and pitch <= comp.max_pitch + tolerance_deg):
         return False
     frames = context.faces.frames
     lo = max([0] + [c for c in context.cuts if c <= index])
@@ -115,7 +125,7 @@ def bridges_pose(face, index: int | None, context, comp: Competence, frames_each
         for f in frames[j].faces:
             if f.track_id == face.track_id:
                 y, p = track_pose(f, j, context, memo=memo)
-                return bool(np.isfinite(y) and y <= comp.max_yaw and p <= comp.max_pitch)
+                return bool(np.isfinite(y) and np.isfinite(p) and y <= comp.max_yaw and p <= comp.max_pitch)
         return False
 
     before = any(within(j) for j in range(index - 1, max(lo, index - frames_each_side) - 1, -1))

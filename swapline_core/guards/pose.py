@@ -26,16 +26,23 @@ def five_from_68(pts68: np.ndarray) -> np.ndarray:
 
 
 def head_pose(kps5: np.ndarray) -> tuple[float, float, float]:
-    """(yaw, pitch, roll) in degrees for five points in InsightFace order."""
+    """(yaw, pitch, roll) in degrees for five points in InsightFace order; NaN when the points
+    cannot be posed (non-finite, or no spread), which the guards refuse."""
     pts = np.asarray(kps5, np.float64).reshape(5, 2)
+    nan = float("nan"), float("nan"), float("nan")
+    if not np.all(np.isfinite(pts)):
+        return nan
     span = pts.max(axis=0) - pts.min(axis=0)
     size = max(float(span[0]), float(span[1]), 1.0)
     f = 20.0 * size                       # ~ a telephoto view: perspective hardly matters
     centre = pts.mean(axis=0)
     cam = np.array([[f, 0, centre[0]], [0, f, centre[1]], [0, 0, 1]], np.float64)
-    ok, rvec, _ = cv2.solvePnP(_HEAD5, pts, cam, None, flags=cv2.SOLVEPNP_SQPNP)
+    try:
+        ok, rvec, _ = cv2.solvePnP(_HEAD5, pts, cam, None, flags=cv2.SOLVEPNP_SQPNP)
+    except cv2.error:          # SQPnP asserts on points without spread (all on one spot)
+        return nan
     if not ok:
-        return float("nan"), float("nan"), float("nan")
+        return nan
     rot, _ = cv2.Rodrigues(rvec)
     fwd = rot @ np.array([0.0, 0.0, -1.0])     # where the face looks (toward the camera: -z)
     yaw = np.degrees(np.arctan2(fwd[0], -fwd[2]))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends.cache import file_sha256, loaded_model_files
+from ..faces import source_check
 from ..faces.paste import apply_patches
 from ..faces.tracking import FaceTracker
 from ..guards import Refusals
@@ -239,13 +240,16 @@ def swap_frames(seq: FrameSequence, faces: FaceSet, source, swapper, analyzer, s
         ctx = ClipContext(faces, first, tuple(faces.cuts), read_frames=seq.read_frames, frames_key=seq.key)
         res = swap_chunk(swapper, analyzer, frames, chunk_faces, source, opts, context=ctx, timings=report.seconds)
         # Only what reports need: the patch info (hulls, sizes) stays out of the stored chunk.
-        slim = [[{k: v for k, v in rec.items() if k in ("status", "reason", "track_id", "bbox")} for rec in row]
+        slim = [[{k: v for k, v in rec.items() if k in ("status", "reason", "track_id", "bbox", "bridged_guard")}
+                 for rec in row]
                 for row in res.records]
         return res.patches, res.frames, slim
 
     store, report = patch_stage(seq, faces, "swap", key, {"swapper": swapper.name, **opts.to_json()},
                                  store_root, hooks, compute, on_records=refusals.add)
     report.extra.update(refusals.to_json())
+    if source_check.warnings_of(source):     # a soft source makes a soft swap: say so here too
+        report.extra["source_warnings"] = source_check.warnings_of(source)
     batching = getattr(swapper, "batching", {})
     if batching:  # the providers each session really got and the batch it really ran at
         report.extra["inference"] = {name: {"providers": swapper.providers.get(name), **run.report()}

@@ -97,10 +97,25 @@ def _turning_track(yaws, cuts=()):
     return [frames[0]] * len(yaws), out, ClipContext(fset, 0, cuts=tuple(cuts))
 
 
-def test_a_short_turn_just_past_the_limit_is_bridged_inside_its_track():
-    """Hysteresis (issue 30 item 5): 50 deg between 30-deg frames is swapped, not refused on its own, so
-    the face does not flip identity for a brief turn; the swap says which frames it bridged."""
-    opts = GuardOptions(min_skin=0.0)
+def test_the_declared_limit_is_a_limit_inside_a_track_too():
+    """Issue 49: 50 deg between 30-deg frames is past the classical swapper's declared 45 deg, so
+    with the default options it is refused on every such frame, however short the turn."""
+    yaws = [30] * 6 + [50] * 5 + [30] * 6
+    frames, faces, ctx = _turning_track(yaws)
+    assert GuardOptions().pose_tolerance_deg == 0
+    bridged = {}
+    v = screen(ClassicalSwapper(), frames, faces, GuardOptions(min_skin=0.0), ctx, bridged)
+    assert [reason_category(row[0]) if row[0] else None for row in v] == \
+        [None] * 6 + ["head turned"] * 5 + [None] * 6, v
+    assert bridged == {}
+    assert "beyond the classical_delaunay swapper's 45 deg" in v[6][0], v[6][0]
+
+
+def test_a_short_turn_within_the_pose_tolerance_is_bridged_inside_its_track():
+    """Hysteresis (issue 30 item 5), now only as the explicit ``pose_tolerance_deg``: 50 deg between
+    30-deg frames is swapped with a 10 deg tolerance, so the face does not flip identity for a
+    brief turn; the swap says which frames it bridged."""
+    opts = GuardOptions(min_skin=0.0, pose_tolerance_deg=10.0)
     yaws = [30] * 6 + [50] * 5 + [30] * 6
     frames, faces, ctx = _turning_track(yaws)
     bridged = {}
@@ -108,17 +123,79 @@ def test_a_short_turn_just_past_the_limit_is_bridged_inside_its_track():
     assert all(row == [None] for row in v), v
     assert sorted(k for k, _ in bridged) == list(range(6, 11))
     assert all(reason_category(r) == "head turned" for r in bridged.values())
-    # off: each turned frame is refused on its own
-    v0 = screen(ClassicalSwapper(), frames, faces, GuardOptions(min_skin=0.0, bridge_frames=0), ctx)
+    # a tolerance smaller than the overshoot bridges nothing
+    v4 = screen(ClassicalSwapper(), frames, faces, GuardOptions(min_skin=0.0, pose_tolerance_deg=4.0), ctx)
+    assert [reason_category(row[0]) if row[0] else None for row in v4][6:11] == ["head turned"] * 5
+    # bridge_frames 0: each turned frame is refused on its own, whatever the tolerance
+    v0 = screen(ClassicalSwapper(), frames, faces, GuardOptions(min_skin=0.0, pose_tolerance_deg=10.0,
+                                                                 bridge_frames=0), ctx)
     assert [reason_category(row[0]) if row[0] else None for row in v0][6:11] == ["head turned"] * 5
 
 
+def test_the_pose_tolerance_never_loosens_a_face_outside_a_track():
+    frames, faces = clip_faces(KLING, 1)
+    face = faces[0][0]
+    kps = _project(50, 0)
+    kps = (kps - kps.mean(0)) * (face.inter_ocular / np.linalg.norm(kps[1] - kps[0])) + face.kps.mean(0)
+    turned = face.copy(kps=kps.astype(np.float32), landmarks=None)
+    why = check_face(ClassicalSwapper(), frames[0], turned, GuardOptions(min_skin=0.0, pose_tolerance_deg=20.0))
+    assert why is not None and reason_category(why) == "head turned", why
+
+
+@pytest.mark.parametrize("pose", [(30.0, float("nan")), (float("nan"), 10.0), (float("nan"), float("nan"))])
+def test_a_pose_that_cannot_be_estimated_is_refused(pose):
+    _, faces = clip_faces(KLING, 1)
+    why = check(faces[0][0], ClassicalSwapper.competence, "classical_delaunay", pose)
+    assert why is not None and "head pose could not be estimated" in why, why
+    assert reason_category(why) == "head pose unknown"
+
+
+def test_head_pose_is_nan_not_an_exception_for_points_it_cannot_pose():
+    # SQPnP asserts on points without spread; a guard must get NaN (refused), not a crashed swap
+    for kps in (np.zeros((5, 2)), np.full((5, 2), np.nan)):
+        assert all(np.isnan(head_pose(kps)))
+
+
+def test_a_face_whose_own_pose_cannot_be_estimated_is_refused_between_good_frames(monkeypatch):
+    """The track median must not stand in for a face whose own points give no pose."""
+    from swapline_core.guards import competence
+
+    frames, faces, ctx = _turning_track([20] * 7)
+    bad = faces[3][0]
+    real = competence.pose_of
+    monkeypatch.setattr(competence, "pose_of", lambda f: (float("nan"),) * 2 if f is bad else real(f))
+    v = screen(ClassicalSwapper(), frames, faces, GuardOptions(min_skin=0.0), ctx)
+    assert [reason_category(row[0]) if row[0] else None for row in v] == [None] * 3 + ["head pose unknown"] + [None] * 3
+
+
 @pytest.mark.parametrize("case", ["too far", "no way back", "across a cut"])
-def test_turns_beyond_the_band_or_without_both_sides_stay_refused(case):
-    opts = GuardOptions(min_skin=0.0)
-    yaws, cuts = {"too far": ([30] * 6 + [65] * 3 + [30] * 6, ()),       # 65 > 1.25 x 45
+def test_turns_beyond_the_tolerance_or_without_both_sides_stay_refused(case):
+    opts = GuardOptions(min_skin=0.0, pose_tolerance_deg=10.0)
+    yaws, cuts = {"too far": ([30] * 6 + [58] * 3 + [30] * 6, ()),       # 58 > 45 + 10
                   "no way back": ([30] * 6 + [50] * 9, ()),              # the turn lasts to the end
                   "across a cut": ([30] * 6 + [50] * 3 + [30] * 6, (9,))}[case]
     frames, faces, ctx = _turning_track(yaws, cuts)
     v = screen(ClassicalSwapper(), frames, faces, opts, ctx, {})
     assert all(reason_category(v[i][0]) == "head turned" for i in range(7, 9)), v
+
+
+def test_frames_swapped_through_the_tolerance_are_reported():
+    """What the swap stage reports (``Refusals``, from ``swap_chunk``'s records): the frames a
+    tolerance bridged, so a face past the declared limit is never swapped unsaid."""
+    from guard_media import REPO, analyzer
+    from PIL import Image
+
+    from swapline_core.faces import identity
+    from swapline_core.guards import Refusals
+    from swapline_core.swap.chunk import SwapOptions, swap_chunk
+
+    source = identity.build_from_images(analyzer(), [np.array(Image.open(REPO / "assets" / "samples" /
+                                                                         "source_face.png").convert("RGB"))])
+    frames, faces, ctx = _turning_track([30] * 3 + [50] * 5 + [30] * 3)
+    for opts, bridged in ((GuardOptions(min_skin=0.0, pose_tolerance_deg=10.0), [3, 4, 5, 6, 7]),
+                          (GuardOptions(min_skin=0.0), [])):
+        res = swap_chunk(ClassicalSwapper(), analyzer(), frames, faces, source, SwapOptions(guards=opts), context=ctx)
+        rep = Refusals()
+        rep.add(0, res.records)
+        assert rep.to_json().get("pose_bridged_frames", []) == bridged, rep.to_json()
+        assert rep.to_json()["skipped"] == ({} if bridged else {"head turned": 5})
