@@ -9,6 +9,7 @@ from comfy_api.latest import io, ui
 from typing_extensions import override
 
 from ..swapline_core.backends.manifest import model_manifest
+from ..swapline_core.qa import decide
 from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.qa.decide import compact_frames
 from ..swapline_core.qa.plot import plot_report
@@ -27,7 +28,15 @@ LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_rati
           "max_offface", "min_coverage")
 
 
-def thresholds_for(analyzer, limit_set: str = core_qa.DEFAULT_LIMIT_SET, **given) -> core_qa.QAThresholds:
+LIMIT_SET_TIP = ("Which limits the -1 widgets mean. viewer-labelled (strict): chosen by a rule on swapped faces "
+                 "labelled by eye over 14 clips (docs/measurements/qa_agreement.md); it fails far more faces a "
+                 "viewer rejects, and some a viewer accepts. calibrated (sample clip): chosen on the sample clip "
+                 "alone. auto (default): viewer-labelled for the built-in swap, which it was measured on; "
+                 "calibrated for trained swappers (not yet measured against labels: the report says so). A widget "
+                 "set to a value overrides any set.")
+
+
+def thresholds_for(analyzer, limit_set: str = decide.DEFAULT_LIMIT_SET, **given) -> core_qa.QAThresholds:
     """The named limit set for the analyzer's recognizer; widgets left at -1 keep its limits."""
     return core_qa.thresholds_for(analyzer.recognizer_name, limit_set,
                                   **{k: (None if isinstance(v, float) and v == AUTO else v) for k, v in given.items()})
@@ -104,15 +113,8 @@ class QAGate(io.ComfyNode):
                 io.Float.Input("max_safety_score", default=0.5, min=0.0, max=1.0, step=0.01, optional=True,
                                tooltip="The unsafe-class score (0..1) above which a frame is flagged (only with a "
                                        "safety classifier)."),
-                io.Combo.Input("limit_set", options=[core_qa.AUTO_LIMIT_SET, *core_qa.LIMIT_SETS],
-                               default=core_qa.DEFAULT_LIMIT_SET, optional=True,
-                               tooltip="Which limits the -1 widgets mean. viewer-labelled (strict): chosen by a rule "
-                                       "on swapped faces labelled by eye over 14 clips (docs/measurements/"
-                                       "qa_agreement.md); it fails far more faces a viewer rejects, and some a "
-                                       "viewer accepts. calibrated (sample clip): chosen on the sample clip alone. "
-                                       "auto (default): viewer-labelled for the built-in swap, which it was measured "
-                                       "on; calibrated for trained swappers (not yet measured against labels: the "
-                                       "report says so). A widget set to a value overrides any set."),
+                io.Combo.Input("limit_set", options=[decide.AUTO_LIMIT_SET, *decide.LIMIT_SETS],
+                               default=decide.DEFAULT_LIMIT_SET, optional=True, tooltip=LIMIT_SET_TIP),
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
@@ -124,8 +126,8 @@ class QAGate(io.ComfyNode):
     @override
     def execute(cls, frames, faces, face_model, analyzer, policy, require_redetection, sample_every,
                 filename_prefix, allow_no_face=False, safety_classifier=None, max_safety_score=0.5,
-                limit_set=core_qa.DEFAULT_LIMIT_SET, **limits) -> io.NodeOutput:
-        chosen = core_qa.resolve_limit_set(limit_set, [r.method for r in frames.stage_records() if r.stage == "swap"])
+                limit_set=decide.DEFAULT_LIMIT_SET, **limits) -> io.NodeOutput:
+        chosen = decide.resolve_limit_set(limit_set, [r.method for r in frames.stage_records() if r.stage == "swap"])
         th = thresholds_for(analyzer, chosen, require_redetection=require_redetection, allow_no_face=allow_no_face,
                             max_safety_score=max_safety_score, **{k: v for k, v in limits.items() if k in LIMITS})
         pbar = progress(frames.count)

@@ -38,11 +38,8 @@ from ..parallel import map_frames, read_ahead
 from ..types import Face, FaceSet, SourceIdentity
 from ..video.store import ChunkStore, faces_key, model_stamp, stage_key
 from .decide import (  # noqa: F401
-    AUTO_LIMIT_SET,
-    DEFAULT_LIMIT_SET,
     DEFAULT_POLICY,
     FORMAT,
-    LIMIT_SETS,
     METRICS,
     POLICIES,
     QAAccumulator,
@@ -53,7 +50,6 @@ from .decide import (  # noqa: F401
     format_frames,
     frame_status,
     merge_chunk,
-    resolve_limit_set,
     thresholds_for,
 )
 from .decide import r as _r
