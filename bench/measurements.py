@@ -25,7 +25,7 @@ def stamp() -> dict:
 
 def _command() -> str:
     prog = sys.argv[0] if sys.argv else ""
-    for module in ("tiled_vae", "farm", "quality/sources", "server_job", "soak"):
+    for module in ("tiled_vae", "farm", "quality/sources", "server_job", "soak", "qa_labels/agreement"):
         if prog.endswith(f"{module}.py"):
             return f"python -m bench.{module.replace('/', '.')}"
     return "scripts/bench.sh"

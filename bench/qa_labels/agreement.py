@@ -206,6 +206,7 @@ def write_limits(res: dict, path: Path = LIMITS_OUT) -> Path:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--doc", action="store_true", help="write docs/measurements/qa_agreement.md")
     ap.add_argument("--write-limits", action="store_true",
                     help=f"write the limits chosen on all labelled clips to {LIMITS_OUT.name} "
                          "(a decision: see docs/qa.md)")
@@ -214,6 +215,12 @@ def main(argv=None) -> None:
     res["date"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     if a.write_limits:
         print(f"wrote {write_limits(res)}")
+    if a.doc:
+        from .. import measurements
+        from ..machine import machine_info
+        from . import report
+
+        print(f"wrote {report.write(res, machine_info(), measurements.stamp())}")
     text = json.dumps(res, indent=1)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
