@@ -246,6 +246,9 @@ def regate(log=print) -> list[str]:
         log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl not written")
         return changed
     GATE.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in gate))
+    (SET / "gate_meta.json").write_text(json.dumps({
+        "measured_at_commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "crops_identical_to_labelled": sum(1 for r in faces if r.get("crop"))}, indent=1) + "\n")
     return []
 
 
