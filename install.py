@@ -13,6 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from swapline_core.backends import mesh_models  # noqa: E402
 from swapline_core.backends.catalog import KNOWN_MODELS, MODEL_FOLDERS  # noqa: E402
 
 
@@ -39,7 +40,17 @@ def onnxruntime_conflict() -> str | None:
             "(or onnxruntime for CPU only)")
 
 
+def mesh_models_state() -> str:
+    """One line on the built-in mesh analyzer's files. This script never downloads: it names the
+    setup command that extracts them from the mediapipe wheel."""
+    bad = mesh_models.missing_or_changed(names=mesh_models.RUNTIME)
+    if not bad:
+        return f"built-in mesh analyzer models ready in {mesh_models.DEFAULT_DIR}"
+    return "optional (the default built-in analyzer does not need them): " + mesh_models.describe_missing(bad)
+
+
 def main() -> int:
+    print(f"[Swapline] {mesh_models_state()}")
     models = comfy_models_dir()
     if models is None:
         print(f"[Swapline] {HERE} is not inside a ComfyUI custom_nodes folder and SWAPLINE_MODELS_DIR is not "

@@ -21,9 +21,13 @@ from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image,
 from .types import CATEGORY, Analyzer, FaceModel, Faces, Transforms
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
+# every model Apache-2.0 or CC0 (no dlib 68-point predictor); files extracted at setup
+BUILTIN_MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
+BUILTINS = (BUILTIN, BUILTIN_MESH)
 NO_FACE_POLICIES = ("pass through", "raise")
-# Score scales differ per detector: MTCNN's final-stage probabilities sit much higher than SCRFD's.
-BUILTIN_THRESH, SCRFD_THRESH = 0.9, 0.5
+# Score scales differ per detector: MTCNN's final-stage probabilities sit much higher than SCRFD's;
+# BlazeFace's published minimum is 0.5 (the mesh's face presence then vets each detection).
+BUILTIN_THRESH, SCRFD_THRESH, BLAZEFACE_THRESH = 0.9, 0.5, 0.5
 
 
 def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_thresh: float = 0.0):
@@ -32,6 +36,11 @@ def load_analyzer(pack: str, provider: str = "auto", det_size: int = 640, det_th
 
         thresh = det_thresh or BUILTIN_THRESH
         return cached("builtin-analyzer", "", (thresh,), lambda: BuiltinAnalyzer(threshold=thresh))
+    if pack == BUILTIN_MESH:
+        from ..swapline_core.backends.mesh_analyzer import MeshAnalyzer
+
+        thresh = det_thresh or BLAZEFACE_THRESH
+        return cached("builtin-mesh-analyzer", "", (thresh,), lambda: MeshAnalyzer(threshold=thresh))
     from ..swapline_core.backends.insightface_pack import InsightFaceAnalyzer
 
     path = model_paths.resolve_pack(pack)
@@ -49,11 +58,15 @@ class AnalyzerLoader(io.ComfyNode):
             display_name="Load Face Analyzer (Swapline)",
             category=f"{CATEGORY}/loaders",
             description="Loads a face analyzer: an InsightFace pack from models/insightface/models/<pack> "
-                        "(buffalo_l, antelopev2, ...) or the built-in analyzer made only of models that "
-                        "ship inside pip packages (works with nothing downloaded).",
+                        "(buffalo_l, antelopev2, ...) or one of the two built-in analyzers made only of "
+                        "models that ship with the pack's setup (works with nothing downloaded).",
             inputs=[
-                io.Combo.Input("pack", options=[BUILTIN] + model_paths.analysis_packs(), default=BUILTIN,
-                               tooltip="Analysis pack folder under models/insightface/models, or the built-in analyzer."),
+                io.Combo.Input("pack", options=[*BUILTINS] + model_paths.analysis_packs(), default=BUILTIN,
+                               tooltip="Analysis pack folder under models/insightface/models, or a built-in analyzer. "
+                                       "builtin (MTCNN + dlib): its 68-point landmarks come from a model trained on "
+                                       "non-commercial data. builtin mesh (BlazeFace + MediaPipe mesh): every model "
+                                       "Apache-2.0 or CC0, so commercially usable; 68 points read off the 468-point "
+                                       "mesh, same dlib embedding; misses near-profile faces (docs/models.md)."),
                 io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
                                tooltip="ONNX Runtime execution provider: auto (CUDA when onnxruntime-gpu has it, else CPU), CPU, CUDA, "
                                        "TensorRT or TensorRT fp16 (engines built once, cached in user/swapline/trt_engines). "
@@ -61,7 +74,7 @@ class AnalyzerLoader(io.ComfyNode):
                 io.Int.Input("det_size", default=640, min=160, max=1280, step=32,
                              tooltip="Detector input size (square). 640 is the classic InsightFace setting."),
                 io.Float.Input("det_thresh", default=0.0, min=0.0, max=0.99, step=0.01,
-                               tooltip="Minimum detection score for a face to count (0 = the detector's own default: 0.5 for InsightFace SCRFD, 0.9 for the built-in MTCNN)."),
+                               tooltip="Minimum detection score for a face to count (0 = the detector's own default: 0.5 for InsightFace SCRFD, 0.9 for the built-in MTCNN, 0.5 for the built-in mesh's BlazeFace)."),
             ],
             outputs=[Analyzer.Output(display_name="analyzer"),
                      io.String.Output(display_name="providers")],
@@ -71,15 +84,15 @@ class AnalyzerLoader(io.ComfyNode):
     @override
     def validate_inputs(cls, pack=ABSENT):
         if pack is ABSENT:
-            return sentence(cls, "pack", f"'{BUILTIN}' or an analysis pack folder under "
+            return sentence(cls, "pack", f"'{BUILTIN}', '{BUILTIN_MESH}' or an analysis pack folder under "
                                          "models/insightface/models (e.g. buffalo_l)")
-        return pack is None or pack == BUILTIN or model_paths.check_choice(
+        return pack is None or pack in BUILTINS or model_paths.check_choice(
             "analysis pack", pack, model_paths.analysis_packs(), model_paths.analysis_roots())
 
     @classmethod
     @override
     def fingerprint_inputs(cls, pack, **_):
-        return pack if pack == BUILTIN else model_paths.file_fingerprint("analysis pack", pack)
+        return pack if pack in BUILTINS else model_paths.file_fingerprint("analysis pack", pack)
 
     @classmethod
     @override

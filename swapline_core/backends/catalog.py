@@ -115,8 +115,8 @@ KNOWN_MODELS = (
 
 # Files outside Swapline's model folders, only so provenance can state their licences: the SD1.5
 # set the refine workflows name (scripts/make_workflows.py REFINE_MODELS; ComfyUI's own folders)
-# and the built-in analyzer's weights inside pip packages. Not Swapline downloads, so install.py
-# does not list them. Licences as their model cards / packages publish them.
+# and the built-in analyzers' weights (inside pip packages, or extracted from one at setup). Not
+# Swapline downloads, so install.py does not list them. Licences as their model cards / packages publish them.
 DIFFUSION_MODELS = (
     KnownModel("checkpoints", "v1-5-pruned-emaonly-fp16.safetensors", "Stable Diffusion 1.5 checkpoint",
                "CreativeML OpenRAIL-M", "huggingface.co/Comfy-Org/stable-diffusion-v1-5-archive",
@@ -138,6 +138,20 @@ DIFFUSION_MODELS = (
     KnownModel("face_recognition_models/models", "dlib_face_recognition_resnet_model_v1.dat",
                "dlib ResNet face embedding (built-in)", "CC0-1.0", "face-recognition-models 0.3.0",
                vendor="dlib (Davis King)", commercial="yes"),
+    # the built-in mesh analyzer's files, extracted from the mediapipe wheel at setup
+    # (mesh_models.py, which also checks these digests); licence as each MediaPipe model card states
+    *(KnownModel(".swapline-models/mediapipe", name, role,
+                 f"Apache-2.0 (model card \"{card}\"; mediapipe wheel: Apache 2.0)",
+                 "mediapipe 0.10.21 wheel (PyPI), extracted by scripts/fetch_mesh_models.py", size, digest,
+                 vendor="Google (MediaPipe)", commercial="yes")
+      for name, role, card, size, digest in (
+          ("face_detection_short_range.tflite", "BlazeFace short range face detector (built-in mesh)",
+           "MediaPipe BlazeFace Model Card (Short Range)", 229714,
+           "bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8"),
+          ("face_landmark.tflite", "MediaPipe 468-point face mesh (built-in mesh)",
+           "MediaPipe Face Mesh", 1242398, "1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30c814"),
+          ("iris_landmark.tflite", "MediaPipe iris and eye contour landmarks (built-in mesh)",
+           "MediaPipe Iris", 2640568, "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"))),
 )
 
 

@@ -1,0 +1,23 @@
+"""Load Face Analyzer offers the built-in mesh pack beside the default MTCNN + dlib pack."""
+from __future__ import annotations
+
+import importlib
+
+from devtools.inprocess import import_pack, run_async
+
+
+def test_mesh_pack_is_an_option_and_loads():
+    import_pack()
+    # registers the pack's model folders, as ComfyUI's loading of the extension does
+    run_async(importlib.import_module("swapline.nodes").SwaplineExtension().get_node_list())
+    analysis = importlib.import_module("swapline.nodes.analysis")
+    schema = analysis.AnalyzerLoader.define_schema()
+    pack = next(i for i in schema.inputs if i.id == "pack")
+    assert pack.options[:2] == [analysis.BUILTIN, analysis.BUILTIN_MESH]
+    assert pack.default == analysis.BUILTIN                       # the default stays MTCNN + dlib
+    assert "Apache-2.0" in pack.tooltip
+    assert analysis.AnalyzerLoader.validate_inputs(pack=analysis.BUILTIN_MESH) is True
+    analyzer = analysis.load_analyzer(analysis.BUILTIN_MESH)
+    assert analyzer.name == "builtin_mesh" and analyzer.threshold == analysis.BLAZEFACE_THRESH
+    assert analysis.load_analyzer(analysis.BUILTIN_MESH) is analyzer  # cached like the builtin
+    assert analyzer.recognizer_name == analysis.load_analyzer(analysis.BUILTIN).recognizer_name
