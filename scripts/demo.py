@@ -134,7 +134,27 @@ def main() -> int:
     print(f"[demo] done in {elapsed:.1f} s; results in {out}:")
     for p in written:
         print(f"[demo]   {p.relative_to(REPO)}")
+    for line in qa_lines(report):
+        print(f"[demo] {line}")
     return 0
+
+
+def qa_lines(report: dict) -> list[str]:
+    """What the QA gate delivered, in words: a shot kept original is the gate doing its job (a face
+    a viewer would reject is not shipped), so the demo says so instead of leaving a puzzle."""
+    qa = next((v for k, v in report["nodes"].items() if k.endswith(":swapline_qa")), None)
+    if not qa:
+        return []
+    s = qa.get("summary", {})
+    out = [f"QA gate ({qa.get('limit_set') or 'limits'}): {s.get('ok', '?')} of {s.get('evaluated', '?')} "
+           "frames passed"]
+    for seg in qa.get("segments", []):
+        why = f": {seg['reasons'][0]}" if seg.get("reasons") else ""
+        out.append(f"  frames {seg['first']}-{seg['last']}: {seg['decision']}{why}")
+    if any(seg.get("decision") == "kept original" for seg in qa.get("segments", [])):
+        out.append("  kept original: the gate judged the swap one a viewer would reject and delivered the "
+                   "target's frames (docs/qa.md#the-labelled-set)")
+    return out
 
 
 if __name__ == "__main__":
