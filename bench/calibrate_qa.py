@@ -190,8 +190,11 @@ def verify(records: dict, th: decide.QAThresholds) -> list[dict]:
     return out
 
 
+NONE = "\u2014"   # an em dash: what the page shows for no value
+
+
 def _f(v, nd=3):
-    return "—" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{nd}f}"
+    return NONE if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{nd}f}"
 
 
 def drift(rows: list[dict], shipped: decide.QAThresholds) -> list[dict]:
@@ -245,7 +248,7 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
         "date": meta["date"], "frames": meta["frames"], "thresholds": keep}, indent=1) + "\n")
     lines = [
         "# QA gate thresholds (generated)", "",
-        f"Written by `{meta['command']}` on {meta['date']} — do not edit by hand; rerun the script.", "",
+        f"Written by `{meta['command']}` on {meta['date']} \u2014 do not edit by hand; rerun the script.", "",
         f"Machine: {meta['machine']}", "",
         (f"Clip: `assets/samples/kling_avatar_clip.mp4`, first {meta['frames']} frames, largest face tracked, "
         "source `assets/samples/source_face.png`, built-in analyzer (MTCNN + dlib, recognizer `dlib_resnet_v1`). "
@@ -277,7 +280,7 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in checks:
         lines.append(f"| {c['case']} | {c['kind']} | {c['own_metric']} | {c['decision']} | {c['failing']} | "
-                     f"{_f(c['caught_by_own'], 2)} | {'—' if c['ok'] is None else 'yes' if c['ok'] else 'NO'} |")
+                     f"{_f(c['caught_by_own'], 2)} | {NONE if c['ok'] is None else 'yes' if c['ok'] else 'NO'} |")
     lines += ["", "## Failing faces per metric", "",
               ("Faces failing each metric (a face can fail several) with these limits. `classical_today` is "
                "the swap pipeline's real output on this clip (what `scripts/demo.sh` runs, default options)."), ""]

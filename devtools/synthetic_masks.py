@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .lib import nets
 from .synthetic_models import export_onnx
 
 # Tiny, built on demand (not in the big cache, so adding them did not rebuild it): XSeg occluder
@@ -14,41 +15,18 @@ MASK_FILES = {"occluder": "facemask/xseg_1.onnx", "parser": "facemask/bisenet_re
 def _build_occluder(path: Path) -> None:
     """XSeg signature: ``input`` float32 NHWC [1,256,256,3] (BGR 0..1) -> [1,256,256,1] in 0..1."""
     import torch
-    from torch import nn
 
-    class TinyXSeg(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv2d(3, 1, 5, 1, 2)
-
-        def forward(self, x):
-            y = torch.sigmoid(self.conv(x.permute(0, 3, 1, 2)))
-            return y.permute(0, 2, 3, 1)
-
-    torch.manual_seed(6)
-    export_onnx(TinyXSeg().eval(), (torch.rand(1, 256, 256, 3),), path, input_names=["input"], output_names=["output"])
+    model = nets.xseg_module()
+    export_onnx(model, (torch.rand(1, 256, 256, 3),), path, input_names=["input"], output_names=["output"])
 
 
 def _build_parser(path: Path) -> None:
     """BiSeNet signature (yakhyo/face-parsing export): ``input`` [N,3,512,512] (ImageNet-normalised
     RGB) -> ``output`` [N,19,512,512] logits plus the two auxiliary heads of the same shape."""
     import torch
-    from torch import nn
-    from torch.nn import functional as F
 
-    class TinyBiSeNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.down = nn.Conv2d(3, 8, 8, 8)
-            self.heads = nn.ModuleList(nn.Conv2d(8, 19, 1) for _ in range(3))
-
-        def forward(self, x):
-            h = torch.relu(self.down(x))
-            return tuple(F.interpolate(head(h), (512, 512), mode="bilinear", align_corners=True)
-                         for head in self.heads)
-
-    torch.manual_seed(7)
-    export_onnx(TinyBiSeNet().eval(), (torch.randn(1, 3, 512, 512),), path, input_names=["input"],
+    model = nets.bisenet_module()
+    export_onnx(model, (torch.randn(1, 3, 512, 512),), path, input_names=["input"],
             output_names=["output"], dynamic_axes={"input": {0: "batch_size"}, "output": {0: "batch_size"}})
 
 

@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 from .build_cache import build_cached, link_all
+from .lib import nets
 
 BUILDER_VERSION = 3  # bump whenever a builder changes: the cache is keyed by it alone
 REPO = Path(__file__).resolve().parent.parent
@@ -102,112 +103,14 @@ def _rename_values(path: Path, renames: dict[str, str], widths: list[int] | None
 
 # --------------------------------------------------------------------------- detector (SCRFD)
 
-# (stride, window sizes of its two anchors) in detector-input pixels; ~1.63x apart so O-Net,
-# which tolerates about that much scale error, sees every face size from ~40 to ~650 px.
-DET_WINDOWS = ((8, (48, 80)), (16, (128, 208)), (32, (336, 544)))
-# O-Net is confident on some non-faces (p 0.9-0.99): map its logit so only p > 0.9975 passes 0.5.
-DET_LOGIT_SCALE, DET_LOGIT_SHIFT = 0.5, 3.0
+# The detector's windows and score mapping: devtools/lib/nets.py (detector_module).
 SCRFD_OUTPUTS = ["448", "471", "494", "451", "474", "497", "454", "477", "500"]  # real names
-
-
-def _detector_module():
-    import torch
-    import torch.nn.functional as F
-    from facenet_pytorch.models.mtcnn import ONet
-    from torch import nn
-
-    class DenseONet(nn.Module):
-        """O-Net with its dense layers turned into convolutions: one output per 48x48 window,
-        stride 8. facenet's O-Net flattens (W, H, C), hence the permute of dense5."""
-
-        def __init__(self):
-            super().__init__()
-            o = ONet(pretrained=True).eval()
-            self.features = nn.Sequential(o.conv1, o.prelu1, o.pool1, o.conv2, o.prelu2, o.pool2,
-                                          o.conv3, o.prelu3, o.pool3, o.conv4, o.prelu4)
-            self.dense5 = nn.Conv2d(128, 256, 3)
-            w5 = o.dense5.weight.data.view(256, 3, 3, 128)  # (out, W, H, C)
-            self.dense5.weight.data = w5.permute(0, 3, 2, 1).contiguous()
-            self.dense5.bias.data = o.dense5.bias.data.clone()
-            self.prelu5 = o.prelu5
-            self.heads = nn.ModuleList()
-            for d in (o.dense6_1, o.dense6_2, o.dense6_3):
-                c = nn.Conv2d(256, d.out_features, 1)
-                c.weight.data = d.weight.data[:, :, None, None].clone()
-                c.bias.data = d.bias.data.clone()
-                self.heads.append(c)
-
-        def forward(self, x):
-            x = self.features(x)
-            x = self.prelu5(self.dense5(x))  # PReLU acts on dim 1 either way
-            cls, box, pts = (h(x) for h in self.heads)
-            return cls[:, 1:2] - cls[:, 0:1], box, pts  # face logit, box reg, 5 x then 5 y
-
-    def coords(like, axis):
-        """0, 1, 2, ... along ``axis`` (3: x, 2: y), shaped like ``like``'s first channel."""
-        return torch.ones_like(like[:, :1]).cumsum(axis) - 1
-
-    class ScrfdStandIn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.onet = DenseONet()
-
-        def windows(self, x, size):
-            """Absolute boxes/landmarks (input pixels) of windows of ``size`` px centred on a
-            grid of step size/6: O-Net window n sits at 8n in the rescaled, padded image."""
-            r = 48.0 / size
-            pad = size // 2
-            # extra right/bottom padding guarantees enough windows to cover every anchor
-            x = F.pad(x, (pad, pad + size // 3, pad, pad + size // 3), value=-127.5 / 128)
-            k = 1
-            while k * 2 * r <= 1.0:
-                k *= 2
-            if k > 1:  # area-style downscale first, so small rescales do not alias
-                x = F.avg_pool2d(x, k)
-            if abs(r * k - 1.0) > 1e-6:
-                x = F.interpolate(x, scale_factor=r * k, mode="bilinear", align_corners=False)
-            logit, box, pts = self.onet(x)
-            step = 8.0 / r  # window step in input pixels (= size / 6)
-            cx, cy = coords(logit, 3) * step, coords(logit, 2) * step  # window centres
-            x0, y0 = cx - size / 2, cy - size / 2
-            edges = torch.cat([x0 + box[:, 0:1] * size, y0 + box[:, 1:2] * size,
-                               x0 + size + box[:, 2:3] * size, y0 + size + box[:, 3:4] * size], 1)
-            px, py = x0 + pts[:, 0:5] * size, y0 + pts[:, 5:10] * size
-            kps = torch.stack([px, py], 2).flatten(1, 2)  # x0, y0, x1, y1, ... like SCRFD
-            return logit, edges, kps, step
-
-        def forward(self, img):
-            h, w = img.shape[2], img.shape[3]
-            scores, boxes, kpss = [], [], []
-            for stride, sizes in DET_WINDOWS:
-                per_anchor = []
-                for size in sizes:
-                    logit, edges, kps, step = self.windows(img, size)
-                    maps = torch.cat([logit, edges, kps], 1)
-                    # nearest window for each anchor; absolute coordinates survive the resampling
-                    if abs(step - stride) > 1e-6:
-                        maps = F.interpolate(maps, scale_factor=step / stride, mode="nearest")
-                    maps = maps[:, :, : h // stride, : w // stride]
-                    ax, ay = coords(maps, 3) * stride, coords(maps, 2) * stride
-                    score = torch.sigmoid(maps[:, 0:1] * DET_LOGIT_SCALE - DET_LOGIT_SHIFT)
-                    e = maps[:, 1:5]
-                    dist = torch.cat([ax - e[:, 0:1], ay - e[:, 1:2], e[:, 2:3] - ax, e[:, 3:4] - ay], 1)
-                    k = maps[:, 5:15]
-                    kd = k - torch.cat([ax, ay] * 5, 1)
-                    per_anchor.append((score, dist / stride, kd / stride))
-                # rows are (y, x, anchor), the order SCRFD's anchor centres use
-                for out, idx, width in ((scores, 0, 1), (boxes, 1, 4), (kpss, 2, 10)):
-                    t = torch.stack([a[idx] for a in per_anchor], 1)  # [1, A, C, h, w]
-                    out.append(t.permute(0, 3, 4, 1, 2).reshape(-1, width))
-            return (*scores, *boxes, *kpss)
-
-    return ScrfdStandIn().eval()
 
 
 def _build_detector(path: Path) -> None:
     import torch
 
-    model = _detector_module()
+    model = nets.detector_module()
     dummy = torch.zeros(1, 3, 640, 640)
     # The real det_10g.onnx names its input "input.1" and both spatial axes "?".
     names = [f"out{i}" for i in range(9)]
@@ -221,16 +124,8 @@ def _build_detector(path: Path) -> None:
 
 def _build_recognizer(path: Path) -> None:
     import torch
-    from torch import nn
 
-    torch.manual_seed(1)
-    # A random net maps every face to nearly the same direction (cosine ~0.95): normalising
-    # each crop and keeping the layout (strided convs, no global pooling) spreads different
-    # faces apart while shifted crops of one face stay close.
-    model = nn.Sequential(
-        nn.InstanceNorm2d(3), nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.Tanh(),
-        nn.Conv2d(16, 32, 3, 2, 1, bias=False), nn.Tanh(), nn.Conv2d(32, 32, 3, 2, 1, bias=False),
-        nn.AvgPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 512, bias=False)).eval()
+    model = nets.recognizer_module()
     export_onnx(model, (torch.zeros(2, 3, 112, 112),), path, input_names=["input.1"],
             output_names=["embedding"], dynamic_axes={"input.1": {0: "None"}, "embedding": {0: "None"}})
     _rename_values(path, {"embedding": "683"})  # the real file's output name
@@ -296,37 +191,13 @@ def derive_landmark_layout():
     return np.mean(shapes, axis=0)
 
 
-def _landmark_module():
-    import torch
-    from torch import nn
-
-    class LandmarkStandIn(nn.Module):
-        """Mean face (z = 0) + 0.01 x tanh(random net of the crop), in -1..1 crop units."""
-
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv2d(3, 8, 5, stride=4, padding=2)   # 192 -> 48
-            self.pool = nn.AvgPool2d(12)                           # 48 -> 4
-            self.fc = nn.Linear(8 * 4 * 4, LANDMARK_POINTS * 3)
-            layout = torch.zeros(LANDMARK_POINTS, 3)
-            layout[-68:, :2] = torch.tensor(LANDMARK_LAYOUT)
-            self.register_buffer("layout", layout.flatten())
-
-        def forward(self, x):
-            x = (x - 127.5) * (1.0 / 128.0)  # first nodes Sub, Mul: insightface then feeds raw pixels
-            h = self.pool(torch.relu(self.conv(x))).flatten(1)
-            return self.layout + 0.01 * torch.tanh(self.fc(h))
-
-    torch.manual_seed(6)
-    return LandmarkStandIn().eval()
-
-
 def _build_landmark(path: Path) -> None:
     import onnx
     import torch
 
     axes = {"data": {0: "None"}, "fc1": {0: "None"}}
-    export_onnx(_landmark_module(), (torch.zeros(1, 3, 192, 192),), path, input_names=["data"],
+    model = nets.landmark_module(LANDMARK_LAYOUT, LANDMARK_POINTS)
+    export_onnx(model, (torch.zeros(1, 3, 192, 192),), path, input_names=["data"],
             output_names=["fc1"], dynamic_axes=axes)
     _rename_values(path, {}, [LANDMARK_POINTS * 3])
     # insightface's Landmark decides the input normalisation from the first node *names*: a
@@ -341,36 +212,12 @@ def _build_landmark(path: Path) -> None:
 
 # --------------------------------------------------------------------------- swapper (INSwapper)
 
-def _swapper_module(size: int):
-    import torch
-    from torch import nn
-
-    class TinySwapper(nn.Module):
-        """Output = target nudged by a source-dependent random convnet, through a sigmoid:
-        the result stays recognisably the target face and changes with the source."""
-
-        def __init__(self):
-            super().__init__()
-            self.enc = nn.Conv2d(3, 16, 3, 1, 1)
-            self.style = nn.Linear(512, 16)
-            self.style.weight.data *= 20  # unit-norm latents would barely move the output
-            self.dec = nn.Conv2d(16, 3, 3, 1, 1)
-
-        def forward(self, target, source):
-            h = torch.relu(self.enc(target) + self.style(source)[:, :, None, None])
-            base = torch.logit(target.clamp(0.01, 0.99))
-            return torch.sigmoid(base + 3 * torch.tanh(self.dec(h)))
-
-    torch.manual_seed(2)
-    return TinySwapper().eval(), (torch.rand(1, 3, size, size), torch.randn(1, 512))
-
-
 def export_swapper(path: Path, size: int) -> None:
     import numpy as np
     import onnx
     from onnx import numpy_helper
 
-    model, dummy = _swapper_module(size)
+    model, dummy = nets.swapper_module(size)
     export_onnx(model, dummy, path, input_names=["target", "source"], output_names=["output"])
     # insightface reads graph.initializer[-1] as the 512x512 embedding map and applies it in
     # numpy; no node uses it, so ORT logs "Removing initializer 'emap'" when loading (harmless).
@@ -428,7 +275,6 @@ def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, 
     - ``not_a_restorer.pth``: a valid state dict of an unrelated tiny module.
     """
     import torch
-    from torch import nn
 
     bad_dir = Path(bad_dir)
     bad_dir.mkdir(parents=True, exist_ok=True)
@@ -436,9 +282,7 @@ def build_bad_models(bad_dir: Path, cache_dir: Path | None = None) -> dict[str, 
     export_swapper(out["not_a_swapper"], 64)
     with open(ensure_cache(cache_dir) / MODEL_FILES["restorer"], "rb") as f:
         out["truncated_restorer"].write_bytes(f.read(1 << 20))
-    torch.manual_seed(5)
-    tiny = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 3, 3, padding=1))
-    torch.save(tiny.state_dict(), str(out["not_a_restorer"]))
+    torch.save(nets.tiny_convnet().state_dict(), str(out["not_a_restorer"]))
     return out
 
 

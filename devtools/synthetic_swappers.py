@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from .build_cache import build_cached, link_all
+from .lib import nets
 from .synthetic_models import export_onnx, export_swapper
 
 VERSION = 3  # bump whenever a builder changes: the cache is keyed by it alone
@@ -61,38 +62,6 @@ SWAPPERS = {
 FILES = {role: rel for role, (rel, _k, _a) in SWAPPERS.items()}
 
 
-def _stand_in(size: int, source, norm, output: str, seed: int):
-    import torch
-    from torch import nn
-
-    mean, std = norm if isinstance(norm[0], tuple) else (norm, norm)
-
-    class StandIn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("mean", torch.tensor(mean).view(1, 3, 1, 1))
-            self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1))
-            self.enc = nn.Conv2d(3, 16, 3, 1, 1)
-            if source == "emb":
-                self.style = nn.Linear(512, 16)
-                self.style.weight.data *= 20  # unit-norm embeddings would barely move the output
-            else:
-                self.style = nn.Conv2d(3, 16, 8, 8)
-                self.style.weight.data *= 4
-            self.dec = nn.Conv2d(16, 3, 3, 1, 1)
-
-        def forward(self, target, src):
-            x = target * self.std + self.mean            # back to RGB in [0,1]
-            s = self.style(src) if source == "emb" else self.style(src).mean(dim=(2, 3))
-            h = torch.relu(self.enc(x) + s[:, :, None, None])
-            y = torch.sigmoid(torch.logit(x.clamp(0.01, 0.99)) + 1.5 * torch.tanh(self.dec(h)))
-            return (y - self.mean) / self.std if output == "denorm" else y
-
-    torch.manual_seed(seed)
-    src = torch.randn(1, 512) if source == "emb" else torch.rand(1, 3, source, source)
-    return StandIn().eval(), (torch.rand(1, 3, size, size), src)
-
-
 def _build(kind: str, args: tuple):
     def build(path: Path) -> None:
         import torch
@@ -101,29 +70,14 @@ def _build(kind: str, args: tuple):
             export_swapper(path, args[0])
         elif kind == "gpen":
             size, seed = args
-            torch.manual_seed(seed)
-            conv = torch.nn.Conv2d(3, 3, 3, 1, 1)
-
-            class Gpen(torch.nn.Module):
-                """Stays near the input (a small learned-looking nudge), in [-1,1] like GPEN."""
-
-                def __init__(self):
-                    super().__init__()
-                    self.conv = conv
-
-                def forward(self, x):
-                    x = x.clamp(-0.98, 0.98)
-                    inner = 0.5 * torch.log((1 + x) / (1 - x))      # atanh (not exportable at opset 17)
-                    return torch.tanh(inner + 0.3 * torch.tanh(self.conv(x)))
-
-            export_onnx(Gpen().eval(), (torch.rand(1, 3, size, size) * 2 - 1,), path, input_names=["input"],
-                    output_names=["output"])
+            gpen = nets.gpen_module(seed)
+            export_onnx(gpen, (torch.rand(1, 3, size, size) * 2 - 1,), path, input_names=["input"],
+                        output_names=["output"])
         elif kind == "converter":
-            torch.manual_seed(args[0])
-            lin = torch.nn.Linear(512, 512).eval()
+            lin = nets.converter_module(args[0])
             export_onnx(lin, (torch.randn(1, 512),), path, input_names=["input"], output_names=["output"])
         else:
-            model, dummy = _stand_in(*args)
+            model, dummy = nets.swapper_family_module(*args)
             export_onnx(model, dummy, path, input_names=["target", "source"], output_names=["output"])
     return build
 

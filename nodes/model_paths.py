@@ -177,9 +177,9 @@ def public_text(text: str) -> str:
     labels = []
     for root, label in _roots():
         if len(root) > 1 and root in text:
-            # a placeholder first, so the catch-all below does not cut "models/x/y" to "…/y"
+            # a placeholder first, so the catch-all below does not cut "models/x/y" to ".../y" (an ellipsis)
             token = f"\0{len(labels)}\0"
             text = re.sub(re.escape(root) + r"(?=/|\b|$)", lambda _m, token=token: token, text)
             labels.append(label)
-    text = _ABSOLUTE.sub(lambda m: "…/" + m.group(1), text)
+    text = _ABSOLUTE.sub(lambda m: "\u2026/" + m.group(1), text)
     return re.sub("\0(\\d+)\0", lambda m: labels[int(m.group(1))], text)

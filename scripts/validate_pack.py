@@ -42,7 +42,7 @@ ARCHIVE_MUST_HOLD = ("__init__.py", "install.py", "requirements.txt", "pyproject
                      "nodes/__init__.py", "swapline_core/__init__.py", "web/js/swapline.js",
                      "workflows/video_swap_builtin.json", "workflows/api/video_swap_builtin.json")
 ARCHIVE_MUST_NOT_HOLD = ("tests/", "bench/", "devtools/", "scripts/", "farm/", "locks/", ".ci/", "out/",
-                         ".venv", ".comfy/", "__pycache__/", ".pytest_cache/")
+                         "comfy-test.toml", ".venv", ".comfy/", "__pycache__/", ".pytest_cache/")
 ARCHIVE_MAX_BYTES = 10 * 1024 * 1024
 
 

@@ -20,7 +20,7 @@ DESCRIPTION = {
                                    "(video_ltx2_3_i2v, face ~75-90 px; no target): the speech case's kept "
                                    "glasses frames weigh on dlib's embedding, this face has none"),
     "toward_source_no_glasses": "toward_source on the same clip (no target)",
-    "face_delta_e": "median ΔE of the face region's mean Lab, result vs target",
+    "face_delta_e": "median \u0394E of the face region's mean Lab, result vs target",
     "cut_track_resets": "share of hard cuts found and not spanned by any track",
     "mask_overhead": ("(masks + guards time) / the swapper's own call time, all cases but "
                       "identity_no_glasses (left out so the reading stays comparable with earlier runs)"),
@@ -61,7 +61,7 @@ def markdown(q: dict | None) -> list[str]:
                       f"d(result, target) {ids[1]:.3f}, d(target, source) {ids[2]:.3f}. "
                       f"`moved_to_source{suffix}` counts d(result, source) < d(result, target); "
                       f"`toward_source{suffix}` counts d(result, source) < d(target, source)."
-                      + (f" Mouth opening correlation {c['mouth_open_corr']:.3f}, face ΔE "
+                      + (f" Mouth opening correlation {c['mouth_open_corr']:.3f}, face \u0394E "
                          f"{c['face_delta_e']:.2f} (no targets on this case)."
                          if name != "speech" and c.get("mouth_open_corr") is not None
                          and c.get("face_delta_e") is not None else "")]

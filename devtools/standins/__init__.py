@@ -8,13 +8,14 @@ cost is the real model's. Built at test/bench time from our own code written aft
 architectures (no weights, nothing downloaded); each module names the code it follows and says
 plainly what, if anything, is approximated.
 
-Each stand-in module defines:
+Each stand-in module (``devtools/lib/standins/<name>.py``, torch code kept out of this package: see
+``devtools.lib``) defines:
 
 - ``SPEC``: a :class:`StandIn` (name, the role it times, published figures and where they are
   published, its ONNX input/output names and per-face input shapes);
 - ``build() -> torch.nn.Module``: the architecture in eval mode, random weights from a fixed seed.
 
-``REGISTRY`` maps the name to its module; ``devtools.standins.export`` writes ONNX files.
+:func:`module` imports a stand-in's module by name; ``devtools.standins.export`` writes ONNX files.
 """
 from __future__ import annotations
 
@@ -59,4 +60,4 @@ def randomise_norms(model) -> None:
 def module(name: str):
     if name not in NAMES:
         raise KeyError(f"unknown stand-in '{name}'; known: {', '.join(NAMES)}")
-    return importlib.import_module(f"{__name__}.{name}")
+    return importlib.import_module(f"..lib.standins.{name}", __name__)

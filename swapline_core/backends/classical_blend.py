@@ -295,9 +295,9 @@ def clone_drift(cloned: np.ndarray, feathered: np.ndarray, patch: np.ndarray, sk
 
     The clone takes its boundary from the target around the hull; where the hull crosses sky,
     a headdress or hair, that boundary pulls the face toward their colour (the ltx2.3 clip's
-    dark-skinned face came out grey: clone 2-7 ΔE off the target's skin per frame, the plain warp
+    dark-skinned face came out grey: clone 2-7 delta E off the target's skin per frame, the plain warp
     1.5-2.8). On the red kling clip the clone is always the nearer (1.5-4.4 against 3.9-7.3), so
-    its output is unchanged. The weight ramps over ``band`` ΔE of difference (no hard switch
+    its output is unchanged. The weight ramps over ``band`` delta E of difference (no hard switch
     from frame to frame)."""
     sel = skin > 0
     if sel.sum() < 16:

@@ -51,7 +51,7 @@ def _shots(segments) -> str:
     swapped = [s for s in segments if s["decision"] == "swapped"]
     kept = [s for s in segments if s["decision"] == "kept original"]
     bridged = sum(len(s.get("bridged_frames", [])) for s in swapped)
-    text = f" · shots: {len(swapped)} swapped" + (f" ({bridged} frame(s) bridged)" if bridged else "")
+    text = f" \u00b7 shots: {len(swapped)} swapped" + (f" ({bridged} frame(s) bridged)" if bridged else "")
     if kept:
         text += f", {len(kept)} kept original (frames {kept[0]['first']}-{kept[0]['last']}" + (
             f": {kept[0]['reasons'][0]}" if kept[0]["reasons"] else "") + ")"
@@ -92,7 +92,7 @@ def test_workflow_loads_runs_and_shows_results(editor, artifacts_dir, name):
         untouched = sum(sent["summary"]["faces_skipped"].values())
         assert sent["segments"], "the default policy decides per shot and sends the segments"
         assert qa["status"]["qa"] == f"{sent['decision']}: {sent['summary']['fail']} failing frame(s)" + (
-            f" · {untouched} face(s) refused by the swap, left untouched" if untouched else ""
+            f" \u00b7 {untouched} face(s) refused by the swap, left untouched" if untouched else ""
         ) + _shots(sent["segments"])
         signing = outputs[str(sink_id)]["swapline_signing"][0]
         assert ui[sink_id]["status"]["signing"].startswith(signing["status"])

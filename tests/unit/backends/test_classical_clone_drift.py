@@ -2,7 +2,7 @@
 
 The clone takes its boundary from the target around the face hull. On the ltx2.3 clip (a
 dark-skinned face under a tall headdress against the sky) that boundary greyed the swapped face:
-its skin came out 2-7 ΔE (float Lab) off the target's skin per frame, while the plain
+its skin came out 2-7 delta E (float Lab) off the target's skin per frame, while the plain
 colour-matched warp was 1.5-2.8 off. ``classical_blend.clone_drift`` now takes the plain warp
 where the clone drifted further; on the red kling clip the clone is always the nearer one and
 nothing changes.
@@ -36,7 +36,7 @@ def ltx_target(builtin_analyzer):
 
 
 def skin_offsets(frames, faces, src, **kw) -> tuple[list[float], list[float]]:
-    """Per frame: ΔE (float Lab) of the swapped skin's mean from the target's, and clone_drift."""
+    """Per frame: delta E (float Lab) of the swapped skin's mean from the target's, and clone_drift."""
     offs, drifts = [], []
     for frame, face in zip(frames, faces):
         p = classical.ClassicalSwapper(**kw).swap([frame], [[face]], src)[0][0]

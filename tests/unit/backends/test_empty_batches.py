@@ -115,24 +115,9 @@ def _scrfd(path: Path, batched: bool) -> Path:
     dynamic batch (``batched``) or 2-D [anchors, C] outputs and batch 1 as buffalo_l's
     det_10g.onnx; the same random weights either way."""
     import torch
-    import torch.nn.functional as F
-    from torch import nn
 
+    from devtools.lib.nets import tiny_scrfd_module
     from devtools.synthetic_models import export_onnx
-
-    class Tiny(nn.Module):
-        def __init__(self):
-            super().__init__()
-            torch.manual_seed(5)
-            self.heads = nn.ModuleList(nn.Conv2d(3, 30, 1) for _ in STRIDES)
-
-        def forward(self, x):
-            per = []
-            for s, head in zip(STRIDES, self.heads):
-                y = head(F.avg_pool2d(x, s)).permute(0, 2, 3, 1)      # rows (y, x, anchor)
-                y = y.reshape(x.shape[0], -1, 15) if batched else y.reshape(-1, 15)
-                per.append((torch.sigmoid(y[..., :1]), F.softplus(y[..., 1:5]) + 1.0, y[..., 5:]))
-            return (*[p[0] for p in per], *[p[1] for p in per], *[p[2] for p in per])
 
     names = [f"o{i}" for i in range(9)]
     axes = {"input.1": {2: "?", 3: "?"}}
@@ -142,8 +127,8 @@ def _scrfd(path: Path, batched: bool) -> Path:
     else:
         axes.update({n: {0: f"anchors{i % 3}"} for i, n in enumerate(names)})
     path.parent.mkdir(parents=True, exist_ok=True)
-    export_onnx(Tiny().eval(), (torch.zeros(1, 3, DET_SIZE, DET_SIZE),), path, input_names=["input.1"],
-                output_names=names, dynamic_axes=axes)
+    export_onnx(tiny_scrfd_module(STRIDES, batched), (torch.zeros(1, 3, DET_SIZE, DET_SIZE),), path,
+                input_names=["input.1"], output_names=names, dynamic_axes=axes)
     return path
 
 

@@ -105,14 +105,12 @@ def test_pack_without_1k3d68_has_no_landmarks(tmp_path, models, frames):
 def _build_2d106(path):
     """2d106det.onnx's signature: 192x192 in, 212 = 106 x 2 out."""
     import torch
-    from torch import nn
 
+    from devtools.lib.nets import landmark_2d106_module
     from devtools.synthetic_models import _rename_values, export_onnx
 
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.AvgPool2d(48), nn.Flatten(), nn.Linear(48, 212)).eval()
-    export_onnx(net, (torch.zeros(1, 3, 192, 192),), path, input_names=["data"], output_names=["fc1"],
-            dynamic_axes={"data": {0: "None"}, "fc1": {0: "None"}})
+    export_onnx(landmark_2d106_module(), (torch.zeros(1, 3, 192, 192),), path, input_names=["data"],
+                output_names=["fc1"], dynamic_axes={"data": {0: "None"}, "fc1": {0: "None"}})
     _rename_values(path, {}, [212])
 
 

@@ -13,6 +13,7 @@ from swapline_core.diffusion import tiled_vae as tv  # noqa: E402
 
 setup_comfy()
 
+import comfy.ops  # noqa: E402
 from comfy.ldm.models.autoencoder import AutoencoderKL  # noqa: E402
 from comfy.ldm.modules.diffusionmodules import model as comfy_model  # noqa: E402
 
@@ -173,7 +174,7 @@ def test_progress_and_interrupt(narrow_case):
 # -- architecture check -----------------------------------------------------------------------
 def test_unknown_architectures_raise():
     with pytest.raises(tv.UnsupportedArchitecture, match="Encoder"):
-        tv.check_architecture(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1)))
+        tv.check_architecture(torch.nn.Sequential(comfy.ops.disable_weight_init.Conv2d(3, 8, 3, padding=1)))
 
     with_attn = init_random(comfy_model.Encoder(**{**NARROW, "ch": 32, "attn_resolutions": [256]}))
     with pytest.raises(tv.UnsupportedArchitecture, match="attention"):

@@ -19,6 +19,7 @@ from devtools.inprocess import import_pack, setup_comfy
 setup_comfy()
 import comfy.model_management as mm
 import comfy.model_patcher
+import comfy.ops
 
 GiB = 1024 ** 3
 CUDA = torch.device("cuda", 0)
@@ -64,7 +65,7 @@ def test_dynamic_vram_budget_matches_core_encode(memory, vram, monkeypatch):
     import comfy.memory_management
     from comfy_aimdo import model_vbar
 
-    patcher = comfy.model_patcher.ModelPatcher(torch.nn.Linear(4, 4), load_device=CUDA,
+    patcher = comfy.model_patcher.ModelPatcher(comfy.ops.disable_weight_init.Linear(4, 4), load_device=CUDA,
                                                offload_device=torch.device("cpu"))
     # Dynamic VRAM off (e.g. --disable-dynamic-vram, or not NVIDIA): free memory only, like core
     monkeypatch.setattr(comfy.memory_management, "aimdo_enabled", False)

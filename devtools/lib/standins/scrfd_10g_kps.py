@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import StandIn, randomise_norms
+from ...standins import StandIn, randomise_norms
 
 SPEC = StandIn(
     name="scrfd_10g_kps",

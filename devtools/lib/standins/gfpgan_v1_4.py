@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import StandIn
+from ...standins import StandIn
 
 # 348,632,874 bytes is GFPGANv1.4.pth (TencentARC/GFPGAN GitHub release asset) = one fp32 state dict
 # ("params_ema") of this module: its parameters PLUS the decoder's 15 stored noise buffers

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import StandIn, randomise_norms
+from ...standins import StandIn, randomise_norms
 
 SPEC = StandIn(
     name="arcface_r50",

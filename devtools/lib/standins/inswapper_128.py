@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from devtools.standins import StandIn
+from ...standins import StandIn
 
 SPEC = StandIn(
     name="inswapper_128",

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import StandIn
+from ...standins import StandIn
 
 SPEC = StandIn(
     name="gpen_bfr_512",

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import StandIn
+from ...standins import StandIn
 
 C_ID = 512  # GHOST's inference.py builds AEI_Net with c_id=512 (its ArcFace embedding size)
 
