@@ -24,6 +24,8 @@ from .convert import check_interrupt, preview_ui, progress, to_arrays, to_image,
 from .types import CATEGORY, FaceModel, Faces, MaskOptions, Swapper
 
 CLASSICAL = "builtin classical (landmark warp, no download)"
+MESH = "builtin mesh (MediaPipe mesh warp, no download)"
+BUILTIN_SWAPPERS = (CLASSICAL, MESH)
 CHUNK = 8
 FAMILY_CHOICES = ("auto",) + tuple(FAMILIES)
 BOOST_CHOICES = ("off", "256", "384", "512", "768", "1024")
@@ -64,6 +66,16 @@ def load_swapper(name: str, provider: str, mask_kind: str, mask_erode: float, ma
         return cached("classical-swapper", "", settings[:4],
                       lambda: ClassicalSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
     from ..swapline_core.backends.catalog import check_commercial
+
+    if name == MESH:
+        from ..swapline_core.backends.mesh_swap import MeshSwapper
+
+        # Swapline's own code over MediaPipe's Apache-2.0 mesh (no dlib 68-point predictor)
+        sw = cached("mesh-swapper", "", settings[:4],
+                    lambda: MeshSwapper(mask_erosion=mask_erode, mask_feather=mask_blur))
+        if commercial_only:
+            check_commercial(sw.model_files())
+        return sw
     from ..swapline_core.backends.swappers import FamilySwapper
 
     path = resolve_swapper(name)
@@ -81,7 +93,10 @@ def swapper_report(sw) -> str:
     from ..swapline_core.backends.catalog import licence_of
 
     if not hasattr(sw, "spec"):
-        return json.dumps({"swapper": sw.name, "family": "classical", "licence": "Swapline (this pack)"}, indent=1)
+        family = "mesh" if sw.name == "mesh_warp" else "classical"
+        return json.dumps({"swapper": sw.name, "family": family, "licence": "Swapline (this pack)",
+                           "models": [{"role": r, "file": p.replace("\\", "/").rsplit("/", 1)[-1], **licence_of(p)}
+                                      for r, p in sw.model_files()]}, indent=1)
     return json.dumps({"swapper": sw.name, "family": sw.spec.name, "detected_by": sw.detected_by,
                        "crop": sw.crop_size, "pixel_boost": sw.k > 1, "identity_weight": sw.identity_weight,
                        "providers": sw.providers,
@@ -104,9 +119,10 @@ class SwapperLoader(io.ComfyNode):
                         "models/hyperswap, models/reswapper or models/facefusion, detected by its signature, or "
                         "the built-in classical landmark-warp swapper.",
             inputs=[
-                io.Combo.Input("swapper", options=[CLASSICAL] + swapper_files(), default=CLASSICAL,
+                io.Combo.Input("swapper", options=list(BUILTIN_SWAPPERS) + swapper_files(), default=CLASSICAL,
                                tooltip="Swapper model file (models/insightface, hyperswap/, reswapper/, facefusion/), "
-                                       "or the built-in classical swapper."),
+                                       "or a built-in swapper: classical (68-point warp) or mesh (MediaPipe's 468-point "
+                                       "mesh, Apache-2.0 models, commercially usable)."),
                 io.Combo.Input("provider", options=list(PROVIDER_CHOICES), default="auto",
                                tooltip="ONNX Runtime execution provider: auto (CUDA when onnxruntime-gpu has it, else CPU), CPU, CUDA, "
                                        "TensorRT or TensorRT fp16 (engines built once, cached in user/swapline/trt_engines). "
@@ -138,13 +154,13 @@ class SwapperLoader(io.ComfyNode):
         if swapper is ABSENT:
             return sentence(cls, "swapper", f"'{CLASSICAL}' or a swapper file from models/insightface, "
                                             "hyperswap, reswapper or facefusion")
-        return swapper is None or swapper == CLASSICAL or model_paths.check_choice(
+        return swapper is None or swapper in BUILTIN_SWAPPERS or model_paths.check_choice(
             "swapper", swapper, swapper_files(), swapper_search_folders())
 
     @classmethod
     @override
     def fingerprint_inputs(cls, swapper, **_):
-        return swapper if swapper == CLASSICAL else model_paths.file_fingerprint(
+        return swapper if swapper in BUILTIN_SWAPPERS else model_paths.file_fingerprint(
             model_paths.INSIGHTFACE, swapper, resolve_swapper)
 
     @classmethod

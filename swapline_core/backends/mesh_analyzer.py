@@ -185,6 +185,29 @@ class MeshAnalyzer(BuiltinAnalyzer):
             out[i][j] = p.astype(np.float32)
         return out
 
+    def track(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> list[list[tuple]]:
+        """(468 mesh points, face presence) of each given face, the mesh run a second time at its
+        own box and five points (detect's second pass): a face placed by another analyzer (MTCNN's
+        box sits lower than the mesh's, with no forehead) gets the crop the mesh was fitted to. As
+        in detect, the first pass stands where the second loses the face (a near-profile head)."""
+        owners = [(i, j) for i, fs in enumerate(faces) for j in range(len(fs))]
+        rgb = [as_rgb_uint8(images[i]) for i, _ in owners]
+        first = [fm.face_matrix(faces[i][j].bbox, faces[i][j].kps) for i, j in owners]
+        pts1, pres1 = self._mesh(rgb, first, eyes=False)
+        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p)) for p in pts1]
+        pts2, pres2 = self._mesh(rgb, second, eyes=False)
+        better = [b >= self.presence or b >= a for a, b in zip(pres1, pres2)]
+        pts = [q if ok else p for p, q, ok in zip(pts1, pts2, better)]
+        presence = [float(b if ok else a) for a, b, ok in zip(pres1, pres2, better)]
+        if self.iris:
+            seen = [n for n, pr in enumerate(presence) if pr >= self.presence]
+            for n, p in zip(seen, self._eyes([rgb[n] for n in seen], [pts[n] for n in seen])):
+                pts[n] = p
+        out: list[list[tuple]] = [[None] * len(fs) for fs in faces]
+        for (i, j), p, pr in zip(owners, pts, presence):
+            out[i][j] = (np.asarray(p, np.float32)[:, :2], pr)
+        return out
+
     def triangles(self) -> np.ndarray:
         return mm.triangles(self.model_dir)
 

@@ -1,0 +1,270 @@
+"""A dense-mesh face swap for machines without a neural swapper: MediaPipe's 468-point mesh.
+
+The source photo's texture is mapped through the mesh's 852 triangles onto each target face's
+mesh: forehead, cheeks, nose and chin all come from the source's own skin (the mesh covers
+hairline to chin), placed where the target's mesh puts them. The geometry is therefore entirely
+the target's (its outline, pose and expression); identity rests on the source's texture alone,
+unlike the 68-point ``classical`` swapper, which also moves the features to the source's
+proportions. The target keeps its eyes (the eye opening and the lid edge around it) and the inside
+of its mouth (inside the inner lip contour): the mesh leaves both as holes, widened a little here
+so the lashes and the lip line stay the target's.
+
+Turned heads: a triangle facing away from the camera in the source (negative signed area: it is
+folded behind the nose or the cheek), or squeezed to a small part of its mirror partner's area,
+takes its texture from its mirror partner on the other half of the face (``mesh_mirror``); so does
+a triangle facing away in the target (hidden, drawn first and overdrawn by what faces the camera).
+
+Colour: the source's texture is matched to the target's skin in Lab (``classical.reinhard_lab``,
+means over the skin triangles only: no eyes, brows or lips) and relit with the target's
+low-frequency shading (``classical_blend.relight``), then feathered inside the pasted area.
+
+Both meshes come from the mesh model run here (``MeshAnalyzer.track``): the target's at each
+tracked face's box and five points, so the faces may come from any analyzer; the source's once per
+source image (cached). No dlib 68-point predictor is read: every model is Apache-2.0 (MediaPipe).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from ..interfaces import FaceSwapper
+from ..parallel import map_frames
+from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
+from . import face_mesh as fm
+from .classical import reinhard_lab
+from .classical_blend import relight
+from .mesh_mirror import mirror_map
+
+# MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
+LIPS_INNER = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
+LIPS_OUTER = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
+# The face oval's upper half (temple to temple over the hairline): on most photos these
+# triangles hold hair, at the source's hairline and on the target's (dark blotches at the temples
+# and a hair line across the forehead on the sample clips), so they are never pasted.
+UPPER_OVAL = (10, 338, 297, 332, 284, 251, 389, 356, 454, 234, 127, 162, 21, 54, 103, 67, 109)
+# A source triangle squeezed below this share of its mirror partner's area (the far cheek of a
+# turned source) is textured from the partner: a few pixels stretched over a whole triangle blur.
+MIRROR_SHARE = 0.35
+# Below this mesh face presence a tracked box holds no face the mesh can place (MediaPipe's own
+# tracking threshold, as the mesh analyzer uses it).
+PRESENCE = 0.5
+
+
+def _area(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """Signed area of each triangle (T,), in image coordinates (y down)."""
+    a, b, c = pts[tris[:, 0]], pts[tris[:, 1]], pts[tris[:, 2]]
+    return 0.5 * ((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1]))
+
+
+def _facing(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """Signed area with the sign that most of the mesh's area has made positive: > 0 faces the
+    camera. (The winding differs with the image's handedness; the bulk of a face always faces it.)"""
+    a = _area(pts, tris)
+    return a if a.sum() >= 0 else -a
+
+
+def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror: np.ndarray):
+    """(T, 3) source vertex ids each target triangle takes its texture from, and which of them are
+    mirrored: the triangle itself, or its mirror partner (``MIRROR_SHARE``, back-facing)."""
+    own = _facing(src, tris)
+    partner = mirror[tris]
+    # the partner's vertices listed in the mirrored order run the other way round
+    theirs = -_area(src, partner) * np.sign(_area(src, tris).sum() or 1.0)
+    useful = theirs > 0
+    flip = useful & ((own <= MIRROR_SHARE * theirs) | (_facing(dst, tris) <= 0))
+    return np.where(flip[:, None], partner, tris), flip
+
+
+def rasterise(dst: np.ndarray, tris: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """(h, w) int32 map of the triangle covering each pixel (-1: none); triangles facing away are
+    drawn first, so what faces the camera covers them where both project."""
+    label = np.full(shape, -1, np.int32)
+    facing = _facing(dst, tris)
+    order = np.concatenate([np.nonzero(facing < 0)[0], np.nonzero(facing > 0)[0]])
+    pts = np.rint(dst).astype(np.int32)
+    # the one per-triangle loop: cv2 has no batched fill that keeps each polygon's own value
+    for k in order:
+        cv2.fillConvexPoly(label, pts[tris[k]], int(k))
+    return label
+
+
+def affines(dst: np.ndarray, src: np.ndarray, dst_tris: np.ndarray, src_tris: np.ndarray) -> np.ndarray:
+    """(T, 3, 2) per triangle: [x, y, 1] @ A maps a target pixel to its source position. Solved for
+    all triangles at once; a collapsed target triangle (it covers no pixel) gets zeros."""
+    d = np.concatenate([dst[dst_tris], np.ones(dst_tris.shape + (1,))], axis=2).astype(np.float64)
+    s = src[src_tris].astype(np.float64)
+    ok = np.abs(np.linalg.det(d)) > 1e-6
+    d[~ok] = np.eye(3)
+    out = np.linalg.solve(d, s)
+    out[~ok] = 0.0
+    return out.astype(np.float32)
+
+
+def warp(src_img: np.ndarray, label: np.ndarray, aff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 RGB patch, uint8 map of pixels with a real source pixel): every labelled pixel
+    sampled from the source in one remap."""
+    h, w = label.shape
+    ys, xs = np.nonzero(label >= 0)
+    a = aff[label[ys, xs]]
+    map_x = np.full((h, w), -1.0, np.float32)
+    map_y = np.full((h, w), -1.0, np.float32)
+    map_x[ys, xs] = xs * a[:, 0, 0] + ys * a[:, 1, 0] + a[:, 2, 0]
+    map_y[ys, xs] = xs * a[:, 0, 1] + ys * a[:, 1, 1] + a[:, 2, 1]
+    out = cv2.remap(src_img, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    sh, sw = src_img.shape[:2]
+    valid = (label >= 0) & (map_x >= 0) & (map_y >= 0) & (map_x <= sw - 1) & (map_y <= sh - 1)
+    return out.astype(np.float32), valid.astype(np.uint8)
+
+
+def kept_target(dst: np.ndarray, shape: tuple[int, int], size: float, eye: float, mouth: float) -> np.ndarray:
+    """uint8 map of what stays the target's: each eye's opening grown by ``eye`` and the mouth's
+    inside grown by ``mouth`` (fractions of the face size)."""
+    out = np.zeros(shape, np.uint8)
+    for idx, grow in ((fm.RIGHT_EYE, eye), (fm.LEFT_EYE, eye), (LIPS_INNER, mouth)):
+        part = np.zeros(shape, np.uint8)
+        cv2.fillPoly(part, [np.rint(cv2.convexHull(dst[list(idx)].astype(np.float32))).astype(np.int32)], 1)
+        r = int(round(grow * size))
+        if r > 0:
+            part = cv2.dilate(part, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
+        out |= part
+    return out
+
+
+def skin_triangles(tris: np.ndarray) -> np.ndarray:
+    """(T,) bool: triangles with no eye, lid, brow or lip vertex, whose colour is skin."""
+    features = {v for table in fm.EYE_REFINED for v in table} | set(LIPS_INNER) | set(LIPS_OUTER)
+    return ~np.isin(tris, sorted(features)).any(axis=1)
+
+
+class MeshSwapper(FaceSwapper):
+    name = "mesh_warp"
+    # it runs the mesh itself at each face's box and five points: no 68 points (no dlib predictor)
+    needs_landmarks = False
+    matches_color = True
+    # Declared, not calibrated like the classical swapper's (bench/calibrate_classical.py has no
+    # mesh arm yet): the mesh follows a turned head, and back-facing triangles are textured from
+    # their mirror partner, but a frontal source gives a three-quarter target only its own half's
+    # texture mirrored, and the mesh model itself loses faces near profile. Size: the mesh reads a
+    # 192 px crop; below ~12 px between the eyes its eye and lip contours no longer land.
+    competence = Competence(max_yaw=60.0, max_pitch=45.0, min_inter_ocular_px=12.0, needs_both_eyes=True,
+                            basis="declared (tests/unit/backends/test_mesh_swap.py runs a three-quarter face; "
+                                  "not calibrated)")
+
+    def __init__(self, mask_erosion: float = 0.0, mask_feather: float = 0.04, color_transfer: bool = True,
+                 relight: float = 0.25, eye_margin: float = 0.025, mouth_margin: float = 0.01,
+                 analyzer=None, model_dir=None):
+        """Sizes are fractions of the face size (the target mesh box's larger side).
+
+        mask_erosion / mask_feather: where the soft edge starts inside the pasted area, its width.
+        relight: scale (of face size) below which shading comes from the target; 0 disables.
+        eye_margin / mouth_margin: how far around the eye openings and the mouth's inside the
+            target's own pixels stay (lashes, lid edge, lip line).
+        analyzer: a ``MeshAnalyzer`` to run the mesh with (one is made from ``model_dir``)."""
+        self.mask_erosion, self.mask_feather = float(mask_erosion), float(mask_feather)
+        self.color_transfer, self.relight = bool(color_transfer), float(relight)
+        self.eye_margin, self.mouth_margin = float(eye_margin), float(mouth_margin)
+        if analyzer is None:
+            from .mesh_analyzer import MeshAnalyzer
+
+            analyzer = MeshAnalyzer(model_dir=model_dir)
+        self.analyzer = analyzer
+        self.tris = analyzer.triangles()
+        self.mirror = mirror_map()
+        self.skin = skin_triangles(self.tris)
+        self.pasted = ~np.isin(self.tris, UPPER_OVAL).any(axis=1)
+        self._sources: dict[str, np.ndarray] = {}
+
+    @property
+    def settings(self) -> tuple:
+        return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
+                round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), MIRROR_SHARE)
+
+    def model_files(self) -> list[tuple[str, str]]:
+        # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
+        # swap itself never runs the dlib recognizer the analyzer lists
+        return [f for f in self.analyzer.model_files() if f[0] != "dlib_recognition"]
+
+    def source_mesh(self, source: SourceIdentity) -> tuple[np.ndarray, np.ndarray]:
+        """(source RGB uint8, its 468-point mesh), the mesh cached per source image and face."""
+        if source.image is None or source.face is None:
+            raise ValueError("the mesh swap needs the source image and its face (SourceIdentity.image / "
+                             ".face); rebuild the face model with Build Face Model")
+        img = as_rgb_uint8(source.image)
+        key = hashlib.blake2b(img.tobytes() + np.asarray(source.face.bbox, np.float32).tobytes(),
+                              digest_size=16).hexdigest()
+        if key not in self._sources:
+            (mesh, presence), = self.analyzer.track([img], [[source.face]])[0]
+            if presence < PRESENCE:
+                raise ValueError(f"the face mesh finds no face in the source photo (presence {presence:.2f} "
+                                 f"below {PRESENCE}); use a clearer, more frontal source photo")
+            if len(self._sources) >= 8:       # a session rarely swaps more sources than this
+                self._sources.pop(next(iter(self._sources)))
+            self._sources[key] = mesh
+        return img, self._sources[key]
+
+    def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
+             source: SourceIdentity) -> list[list[SwapPatch]]:
+        src_img, src = self.source_mesh(source)
+        # every face's mesh in a few batched invokes, before the per-frame work on threads
+        tracked = self.analyzer.track(images, faces) if any(faces) else [[] for _ in faces]
+
+        def one_frame(item) -> list[SwapPatch]:
+            image, rows = item
+            frame = as_rgb_uint8(image) if rows else None
+            out = []
+            for mesh, presence in rows:
+                if presence < PRESENCE:
+                    out.append(SwapPatch.refusal(f"face mesh presence {presence:.2f} below {PRESENCE}"))
+                else:
+                    out.append(self.swap_face(frame, mesh, src_img, src))
+            return out
+
+        return map_frames(one_frame, zip(images, tracked))
+
+    def swap_face(self, frame: np.ndarray, dst: np.ndarray, src_img: np.ndarray, src: np.ndarray) -> SwapPatch:
+        """One face: ``dst`` its mesh in ``frame``, ``src`` the source's in ``src_img``."""
+        h, w = frame.shape[:2]
+        lo, hi = dst.min(axis=0), dst.max(axis=0)
+        size = float(max(hi - lo))
+        pad = max(4.0, 0.02 * size)
+        x0, y0 = int(max(0, np.floor(lo[0] - pad))), int(max(0, np.floor(lo[1] - pad)))
+        x1, y1 = int(min(w, np.ceil(hi[0] + pad))), int(min(h, np.ceil(hi[1] + pad)))
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            return SwapPatch.refusal(OUTSIDE_FRAME)
+        patch_f = frame[y0:y1, x0:x1].astype(np.float32)
+        d = (dst - np.array([x0, y0], np.float32)).astype(np.float32)
+        src_tris, flipped = source_triangles(src, d, self.tris, self.mirror)
+        label = rasterise(d, self.tris, patch_f.shape[:2])
+        warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
+        keep = kept_target(d, label.shape, size, self.eye_margin, self.mouth_margin)
+        paste = valid & (1 - keep) & self.pasted[np.maximum(label, 0)].astype(np.uint8)
+        mask = self._feather(paste, size)
+        if self.color_transfer:
+            skin = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]
+            warped = reinhard_lab(warped, patch_f, paste, (skin, skin))
+        if self.relight > 0:
+            warped = relight(warped, patch_f, paste, self.relight * size)
+        pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
+        facing = _facing(d, self.tris)
+        # source_mouth False: the inside of the mouth is already the target's (the mask stack's
+        # mouth part stays off in its "auto" setting, as for neural swappers)
+        info = {"swapper": self.name, "source_mouth": False, "color_transfer": self.color_transfer,
+                "triangles": int(len(self.tris)), "mirrored_triangles": int(flipped.sum()),
+                "back_facing_target": int((facing < 0).sum()), "face_size_px": round(size, 1),
+                "feather_px": round(max(1.0, self.mask_feather * size), 2), "mask_area_px": int((mask > 0).sum())}
+        return SwapPatch((x0, y0, x1, y1), pixels, mask, info)
+
+    def _feather(self, paste: np.ndarray, size: float) -> np.ndarray:
+        """Soft mask falling to exact zeros at the pasted area's edge (the hull, the kept eyes
+        and mouth): its core sits 2.5 sigma inside, so the blur is ~0.6 % at the cut."""
+        sigma = max(1.0, self.mask_feather * size) / 5.0
+        dist = cv2.distanceTransform(paste, cv2.DIST_L2, 5)
+        core = (dist > self.mask_erosion * size + 2.5 * sigma).astype(np.float32)
+        if not core.any():
+            core = (dist > dist.max() / 2).astype(np.float32)
+        mask = cv2.GaussianBlur(core, (0, 0), sigma) * paste
+        mask[mask < 1e-4] = 0.0
+        return np.minimum(mask, 1.0).astype(np.float32)
