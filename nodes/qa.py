@@ -46,7 +46,7 @@ class QAGate(io.ComfyNode):
     @classmethod
     @override
     def define_schema(cls):
-        limit = "(-1 = the calibrated default for the analyzer's recognizer; docs/measurements/qa_thresholds.md)"
+        limit = "(-1 = the value of limit_set for the analyzer's recognizer; docs/qa.md#thresholds)"
         return io.Schema(
             node_id="SwaplineQAGate",
             display_name="QA Gate (Swapline)",
