@@ -30,9 +30,11 @@ from swapline_core.qa.decide import _CHECKS, OFF, QAThresholds
 
 from ..paths import REPO
 from . import labels as qlabels
-from .build import GATE
+from .build import GATE, SWAPPERS, path_of
 
 MIN_RECALL, MIN_AUC, STEP_GAIN = 0.70, 0.60, 0.005
+# issue 49's "good sources": the shipped photos and a sharp frontal panel face
+GOOD_SOURCES = ("shipped_colour", "shipped_grey", "f_blonde_smile")
 QUANTILES = np.linspace(0.5, 0.99, 50)
 # the gate's checks as (metric, direction), then the readings the gate reports without a limit yet
 # (metrics_defects); redetection is a yes/no check of its own
@@ -42,14 +44,17 @@ LIMITS_OUT = REPO / "swapline_core" / "qa" / "thresholds_labelled.json"
 DOC = REPO / "docs" / "measurements" / "qa_agreement.md"
 
 
-def table() -> list[dict]:
-    """One row per labelled face: id, clip, source, acceptable, defects, the gate's values and verdict."""
+def table(swapper: str = "classical") -> list[dict]:
+    """One row per labelled face of one swap path: id, clip, source, acceptable, defects, the gate's
+    values and verdict."""
     lab = qlabels.labels(1)
     gate = {r["id"]: r for r in map(json.loads, GATE.read_text().splitlines())}
     prov = {r["id"]: r for r in qlabels.faces()}
     rows = []
     for fid, lb in lab.items():
         g, p = gate[fid], prov[fid]
+        if path_of(p) != swapper:
+            continue
         rows.append({"id": fid, "clip": p["clip"], "source": p["source"], "acceptable": lb["acceptable"],
                      "defects": lb["defects"], "shipped_pass": not g.get("reasons"),
                      "redetected": bool(g.get("redetected", True)),
@@ -154,6 +159,27 @@ def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
     return passed, per_clip
 
 
+def accepted() -> dict:
+    """What a viewer accepts of each built-in swap path's raw swapped faces: overall, per clip, per
+    source, and on the good sources (the shipped photos and the sharp frontal panel face)."""
+    out = {}
+    for sw in SWAPPERS:
+        rows = table(sw)
+        if not rows:
+            continue
+
+        def share(rs):
+            return {"faces": len(rs), "accepted": round(sum(r["acceptable"] for r in rs) / len(rs), 3) if rs else None}
+
+        good = [r for r in rows if r["source"] in GOOD_SOURCES]
+        out[sw] = {**share(rows), "good_sources": share(good),
+                   "per_clip": {c: share([r for r in rows if r["clip"] == c])
+                                for c in sorted({r["clip"] for r in rows})},
+                   "per_source": {s: share([r for r in rows if r["source"] == s])
+                                  for s in sorted({r["source"] for r in rows})}}
+    return out
+
+
 def measure() -> dict:
     from . import policy
 
@@ -186,6 +212,7 @@ def measure() -> dict:
                                  "redetection": full_red},
             "shipped_limits": shipped_limits(), "agreement": qlabels.agreement(),
             "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
+            "accepted": accepted(),
             "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
 
 

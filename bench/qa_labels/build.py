@@ -50,6 +50,10 @@ EXTRA_PANEL = ("f_kling_dual_woman",)    # a panel face beyond the development s
 FRAMES, EVERY = 24, 2
 CROP, PAD = 192, 1.6
 QA_POLICY = "flag only"
+# The built-in swap paths the set labels (Load Face Swapper's choices); a face's id carries the
+# path's short name unless it is the classical one (the set's first path).
+SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
+            "mesh": "builtin mesh (MediaPipe mesh warp, no download)"}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
@@ -109,8 +113,9 @@ def pair(original: np.ndarray, result: np.ndarray, box, size: int = CROP) -> np.
     return np.concatenate([a, gap, b], axis=1)
 
 
-def face_id(clip: str, source: str, frame: int, track) -> str:
-    return f"{clip}|{source}|{frame:03d}|{track}"
+def face_id(clip: str, source: str, frame: int, track, swapper: str = "classical") -> str:
+    base = f"{clip}|{source}|{frame:03d}|{track}"
+    return base if swapper == "classical" else f"{base}|{swapper}"
 
 
 def commit() -> str:
@@ -121,10 +126,16 @@ def commit() -> str:
         return "unknown"
 
 
-def done_runs() -> set[tuple[str, str]]:
+def done_runs(swapper: str = "classical") -> set[tuple[str, str]]:
     if not FACES.is_file():
         return set()
-    return {(r["clip"], r["source"]) for r in map(json.loads, FACES.read_text().splitlines())}
+    return {(r["clip"], r["source"]) for r in map(json.loads, FACES.read_text().splitlines())
+            if path_of(r) == swapper}
+
+
+def path_of(row: dict) -> str:
+    """The short name of the swap path a faces.jsonl row was made with."""
+    return next((k for k, v in SWAPPERS.items() if v == row.get("swapper")), "classical")
 
 
 def _append(path: Path, rows: list[dict]) -> None:
@@ -144,7 +155,7 @@ def _jpeg(rgb: np.ndarray) -> bytes:
 
 
 def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[np.ndarray], every: int,
-              rev: str) -> tuple[list[dict], list[dict], dict[str, bytes]]:
+              rev: str, swapper: str = "classical") -> tuple[list[dict], list[dict], dict[str, bytes]]:
     """The (faces.jsonl, gate.jsonl) rows of one run and its crops as JPEG bytes by file name."""
     face_rows, gate_rows, crops = [], [], {}
     for rec in res["qa"]["frames"]:
@@ -152,9 +163,9 @@ def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[
         if i % every or rec["status"] in ("skipped", "no_face"):
             continue
         for f in rec.get("faces") or []:
-            fid = face_id(clip.name, source.name, i, f.get("track_id"))
+            fid = face_id(clip.name, source.name, i, f.get("track_id"), swapper)
             row = {"id": fid, "clip": clip.name, "source": source.name, "frame": i, "track": f.get("track_id"),
-                   "bbox": f["bbox"], "commit": rev, "swapper": "builtin classical", "qa_policy": QA_POLICY}
+                   "bbox": f["bbox"], "commit": rev, "swapper": SWAPPERS[swapper], "qa_policy": QA_POLICY}
             if f.get("skip_reason") or not f.get("swapped", True):
                 row["crop"] = None
                 row["not_swapped"] = f.get("skip_reason") or "the result hardly changed the face"
@@ -167,7 +178,7 @@ def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[
     return face_rows, gate_rows, crops
 
 
-def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES):
+def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES, swapper: str = "classical"):
     """(clip, source name, run result, frames) for every run not in ``skip``, on one server."""
     from devtools.comfy_harness import ComfyExecutionError
 
@@ -189,7 +200,7 @@ def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES):
             for n in todo:
                 try:
                     res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], ref_name,
-                                     qa_policy=QA_POLICY)
+                                     qa_policy=QA_POLICY, swapper=SWAPPERS[swapper])
                 except ComfyExecutionError as e:
                     # the scorer's reference crop can be too small for the pipeline's detector:
                     # follow the largest face instead, as the generalization section does without one
@@ -197,25 +208,29 @@ def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES):
                         raise
                     log(f"qa_labels: {clip.name}: no face in the reference crop, tracking the largest face")
                     ref_name = None
-                    res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], None, qa_policy=QA_POLICY)
+                    res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], None, qa_policy=QA_POLICY,
+                                     swapper=SWAPPERS[swapper])
                 yield clip, srcs[n], res, frames
 
 
-def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = EVERY, log=print) -> None:
+def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = EVERY, log=print,
+          swapper: str = "classical") -> None:
     clips = [c for c in CLIPS if not clip_names or c.name in clip_names]
     fetch(clips)
     rev = commit()
     SET.mkdir(parents=True, exist_ok=True)
     CROPS.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    for clip, src, res, frames in _runs(clips, list(source_names or SOURCES), done_runs(), log, count):
-        face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, every, rev)
+    runs = _runs(clips, list(source_names or SOURCES), done_runs(swapper), log, count, swapper)
+    for clip, src, res, frames in runs:
+        face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, every, rev, swapper)
         for name, data in crops.items():
             (CROPS / name).write_bytes(data)
         if not face_rows:
             # a run with no face still counts as done, so the build does not redo it
-            face_rows = [{"id": face_id(clip.name, src.name, -1, None), "clip": clip.name, "source": src.name,
-                          "frame": -1, "crop": None, "not_swapped": "no tracked face", "commit": rev}]
+            face_rows = [{"id": face_id(clip.name, src.name, -1, None, swapper), "clip": clip.name,
+                          "source": src.name, "frame": -1, "crop": None, "not_swapped": "no tracked face",
+                          "commit": rev, "swapper": SWAPPERS[swapper]}]
         _append(GATE, gate_rows)
         _append(FACES, face_rows)
         log(f"qa_labels: {clip.name} x {src.name}: {len(crops)} pairs ({time.perf_counter() - t0:.0f} s)")
@@ -228,20 +243,21 @@ def regate(log=print) -> list[str]:
     byte-identical to the labelled one is listed and nothing is written (rebuild and label it)."""
     faces = [json.loads(x) for x in FACES.read_text().splitlines()]
     want = {r["id"]: r for r in faces}
-    runs = {(r["clip"], r["source"]) for r in faces}
-    clips = [c for c in CLIPS if c.name in {k[0] for k in runs}]
-    names = sorted({k[1] for k in runs})
-    skip = {(c.name, n) for c in clips for n in names} - runs
     gate, changed = [], []
-    for clip, src, res, frames in _runs(clips, names, skip, log):
-        face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, EVERY, "")
-        for r in face_rows:
-            old = want.get(r["id"])
-            if old is None or (old.get("crop") and crops.get(Path(old["crop"]).name) !=
-                               (SET / old["crop"]).read_bytes()):
-                changed.append(r["id"])
-        gate += gate_rows
-        log(f"qa_labels regate: {clip.name} x {src.name}: {len(gate_rows)} records")
+    for swapper in sorted({path_of(r) for r in faces}):
+        runs = {(r["clip"], r["source"]) for r in faces if path_of(r) == swapper}
+        clips = [c for c in CLIPS if c.name in {k[0] for k in runs}]
+        names = sorted({k[1] for k in runs})
+        skip = {(c.name, n) for c in clips for n in names} - runs
+        for clip, src, res, frames in _runs(clips, names, skip, log, swapper=swapper):
+            face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, EVERY, "", swapper)
+            for r in face_rows:
+                old = want.get(r["id"])
+                if old is None or (old.get("crop") and crops.get(Path(old["crop"]).name) !=
+                                   (SET / old["crop"]).read_bytes()):
+                    changed.append(r["id"])
+            gate += gate_rows
+            log(f"qa_labels regate: {swapper}: {clip.name} x {src.name}: {len(gate_rows)} records")
     if changed:
         log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl not written")
         return changed
@@ -258,12 +274,13 @@ def main(argv=None) -> None:
     ap.add_argument("--sources", help=f"comma-separated source names (default: {','.join(SOURCES)})")
     ap.add_argument("--frames", type=int, default=FRAMES)
     ap.add_argument("--every", type=int, default=EVERY)
+    ap.add_argument("--swapper", choices=sorted(SWAPPERS), default="classical", help="the built-in swap path")
     ap.add_argument("--regate", action="store_true", help="re-run the set's runs, rewrite gate.jsonl only")
     a = ap.parse_args(argv)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
     if a.regate:
         raise SystemExit(1 if regate() else 0)
-    build(split(a.clips), split(a.sources), a.frames, a.every)
+    build(split(a.clips), split(a.sources), a.frames, a.every, swapper=a.swapper)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ SHARES = (0.1, 0.2, 0.3)
 def _tracks(rows: list[dict], passed: np.ndarray) -> dict:
     runs = defaultdict(list)
     for r, p in zip(rows, passed):
-        clip, source, frame, track = r["id"].split("|")
+        clip, source, frame, track = r["id"].split("|")[:4]
         runs[(clip, source, track)].append((int(frame), bool(p), bool(r["acceptable"])))
     return {k: sorted(v) for k, v in runs.items()}
 

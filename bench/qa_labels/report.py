@@ -39,6 +39,23 @@ def doc(res: dict, machine: dict, run: dict) -> str:
     def met(ok):
         return "yes" if ok else "no"
 
+    acc = res.get("accepted") or {}
+    if acc:
+        paths = sorted(acc)
+        lines += ["## What a viewer accepts of each built-in swap path", "",
+                  "Share of the raw swapped faces (QA set to flag only) labelled acceptable; good sources: "
+                  "the shipped photos and `f_blonde_smile`. Issue 49's target: >= 0.85 overall and >= 0.6 on "
+                  "every clip with the good sources.", ""]
+
+        def cell(v):
+            return "n/a" if not v or v["accepted"] is None else f"{v['accepted']:.3f} ({v['faces']})"
+
+        lines += _table(["", *paths], [["all faces", *[cell(acc[p]) for p in paths]],
+                                       ["good sources", *[cell(acc[p]["good_sources"]) for p in paths]]]
+                        + [[f"clip {c}", *[cell(acc[p]["per_clip"].get(c)) for p in paths]]
+                           for c in sorted({c for p in paths for c in acc[p]["per_clip"]})]
+                        + [[f"source {s}", *[cell(acc[p]["per_source"].get(s)) for p in paths]]
+                           for s in sorted({s for p in paths for s in acc[p]["per_source"]})]) + [""]
     lines += ["## Targets", ""]
     lines += _table(["target", "measured (leave-one-clip-out)", "met"], [
         [f"precision >= {TARGET_PRECISION} at recall >= {TARGET_RECALL}",
