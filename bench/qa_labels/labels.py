@@ -73,6 +73,37 @@ def _sheet(rows: list[dict], numbers: list[int], path: Path) -> None:
     Image.fromarray(grid).save(path)
 
 
+def mixed_sheets(out: Path = SHEETS) -> Path:
+    """Sheets for a new swap path judged beside the old one: every unlabelled face, plus the
+    first-pass-labelled faces of the same clip x source runs made by another path, shuffled
+    together (numbered from 10001), so one labeller judges both paths on the same sheets without
+    knowing which is which. ``merge --mixed`` files the new faces as pass 1 and the old ones as a
+    second labelling (pass 2)."""
+    have = labels(1)
+    rows = faces()
+    new = [r for r in rows if r["id"] not in have]
+    runs = {(r["clip"], r["source"]) for r in new}
+    old = [r for r in rows if r["id"] in have and r["id"] not in labels(2) and (r["clip"], r["source"]) in runs
+           and r.get("swapper") != new[0].get("swapper")] if new else []
+    mix = new + old
+    random.Random(SECOND_SEED + 1).shuffle(mix)
+    return _write_sheets(mix, 10001, out / "mixed")
+
+
+def _write_sheets(rows: list[dict], first: int, sub: Path) -> Path:
+    sub.mkdir(parents=True, exist_ok=True)
+    for old in sub.glob("sheet_*.png"):
+        old.unlink()
+    index = {}
+    for s in range(0, len(rows), PER_SHEET):
+        chunk = rows[s:s + PER_SHEET]
+        numbers = list(range(first + s, first + s + len(chunk)))
+        _sheet(chunk, numbers, sub / f"sheet_{s // PER_SHEET + 1:03d}.png")
+        index.update({str(n): r["id"] for n, r in zip(numbers, chunk)})
+    (sub / "index.json").write_text(json.dumps(index, indent=0))
+    return sub / "index.json"
+
+
 def sheets(second: bool = False, out: Path = SHEETS) -> Path:
     """Write the sheets and their index (number -> face id); returns the index path. First pass:
     every cropped face not yet labelled, numbered from 1 in the set's order (runs grouped, so a
@@ -92,18 +123,7 @@ def sheets(second: bool = False, out: Path = SHEETS) -> Path:
     else:
         rows = [r for r in rows if r["id"] not in have]
         first = 1
-    sub = out / ("second" if second else "first")
-    sub.mkdir(parents=True, exist_ok=True)
-    for old in sub.glob("sheet_*.png"):
-        old.unlink()
-    index = {}
-    for s in range(0, len(rows), PER_SHEET):
-        chunk = rows[s:s + PER_SHEET]
-        numbers = list(range(first + s, first + s + len(chunk)))
-        _sheet(chunk, numbers, sub / f"sheet_{s // PER_SHEET + 1:03d}.png")
-        index.update({str(n): r["id"] for n, r in zip(numbers, chunk)})
-    (sub / "index.json").write_text(json.dumps(index, indent=0))
-    return sub / "index.json"
+    return _write_sheets(rows, first, out / ("second" if second else "first"))
 
 
 LINE = re.compile(r"^\s*(\d+)\s+(ok|bad)\s*([a-z,\s]*)$")
@@ -135,19 +155,22 @@ def parse(text: str, index: dict[str, str]) -> dict[str, tuple[bool, list[str]]]
     return out
 
 
-def merge(files: list[Path], index: Path, pass_: int, labeller: str) -> int:
+def merge(files: list[Path], index: Path, pass_: int | None, labeller: str) -> int:
+    """Append the files' labels; ``pass_`` None (mixed sheets): pass 1 for a face not labelled
+    yet, pass 2 for one that is."""
     idx = json.loads(index.read_text())
-    have = labels(pass_)
+    first = labels(1)
     new = {}
     for f in files:
         for fid, v in parse(f.read_text(), idx).items():
-            if fid in new or fid in have:
-                raise ValueError(f"{f}: {fid} already labelled in pass {pass_}")
-            new[fid] = v
+            p = pass_ or (2 if fid in first else 1)
+            if fid in new or fid in labels(p):
+                raise ValueError(f"{f}: {fid} already labelled in pass {p}")
+            new[fid] = (p, v)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     with open(LABELS, "a") as out:
-        for fid, (ok, defects) in new.items():
-            out.write(json.dumps({"id": fid, "acceptable": ok, "defects": defects, "pass": pass_,
+        for fid, (p, (ok, defects)) in new.items():
+            out.write(json.dumps({"id": fid, "acceptable": ok, "defects": defects, "pass": p,
                                   "labeller": labeller, "date": when}, sort_keys=True) + "\n")
     return len(new)
 
@@ -172,15 +195,16 @@ def main(argv=None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sheets")
     s.add_argument("--second", action="store_true")
+    s.add_argument("--mixed", action="store_true", help="a new swap path's faces shuffled with the old path's")
     m = sub.add_parser("merge")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("--index", type=Path, required=True)
-    m.add_argument("--pass", dest="pass_", type=int, choices=(1, 2), required=True)
+    m.add_argument("--pass", dest="pass_", type=int, choices=(1, 2), help="omit for mixed sheets")
     m.add_argument("--labeller", required=True)
     sub.add_parser("agreement")
     a = ap.parse_args(argv)
     if a.cmd == "sheets":
-        print(sheets(a.second))
+        print(mixed_sheets() if a.mixed else sheets(a.second))
     elif a.cmd == "merge":
         print(f"{merge(a.files, a.index, a.pass_, a.labeller)} labels added to {LABELS}")
     else:
