@@ -159,12 +159,17 @@ def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
     return passed, per_clip
 
 
-def accepted() -> dict:
+def accepted(side_by_side: bool = False) -> dict:
     """What a viewer accepts of each built-in swap path's raw swapped faces: overall, per clip, per
-    source, and on the good sources (the shipped photos and the sharp frontal panel face)."""
+    source, and on the good sources (the shipped photos and the sharp frontal panel face).
+    ``side_by_side``: only the labels given on mixed sheets, where the same labellers judged both
+    paths' faces of the same runs, shuffled together (the fair comparison: labellers differ)."""
     out = {}
+    mixed = qlabels.labels(None, "mixed") if side_by_side else None
     for sw in SWAPPERS:
         rows = table(sw)
+        if mixed is not None:
+            rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in rows if r["id"] in mixed]
         if not rows:
             continue
 
@@ -212,7 +217,7 @@ def measure() -> dict:
                                  "redetection": full_red},
             "shipped_limits": shipped_limits(), "agreement": qlabels.agreement(),
             "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
-            "accepted": accepted(),
+            "accepted": accepted(), "accepted_side_by_side": accepted(side_by_side=True),
             "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
 
 

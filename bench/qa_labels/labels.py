@@ -49,11 +49,14 @@ def faces() -> list[dict]:
     return [r for r in map(json.loads, FACES.read_text().splitlines()) if r.get("crop")]
 
 
-def labels(pass_: int | None = 1) -> dict[str, dict]:
+def labels(pass_: int | None = 1, sheets: str | None = None) -> dict[str, dict]:
+    """Labels of one pass (None: any; a later row wins), optionally only those given on one kind
+    of sheet ("mixed": beside another swap path's faces)."""
     if not LABELS.is_file():
         return {}
     rows = [json.loads(x) for x in LABELS.read_text().splitlines() if x.strip()]
-    return {r["id"]: r for r in rows if pass_ is None or r["pass"] == pass_}
+    return {r["id"]: r for r in rows if (pass_ is None or r["pass"] == pass_)
+            and (sheets is None or r.get("sheets") == sheets)}
 
 
 def _sheet(rows: list[dict], numbers: list[int], path: Path) -> None:
@@ -170,8 +173,10 @@ def merge(files: list[Path], index: Path, pass_: int | None, labeller: str) -> i
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     with open(LABELS, "a") as out:
         for fid, (p, (ok, defects)) in new.items():
-            out.write(json.dumps({"id": fid, "acceptable": ok, "defects": defects, "pass": p,
-                                  "labeller": labeller, "date": when}, sort_keys=True) + "\n")
+            row = {"id": fid, "acceptable": ok, "defects": defects, "pass": p, "labeller": labeller, "date": when}
+            if pass_ is None:
+                row["sheets"] = "mixed"     # judged beside another path's faces (mixed_sheets)
+            out.write(json.dumps(row, sort_keys=True) + "\n")
     return len(new)
 
 
