@@ -10,6 +10,7 @@
 #                               speed (CI runs it: tests/unit/bench/test_bench_smoke.py); docs untouched
 #   scripts/bench.sh --skip-rss / --skip-speed / --skip-server-job / --skip-quality / --skip-tiled-vae /
 #                    --skip-farm / --skip-generalization   (the development set: docs/measurements/generalization.md)
+#                    / --skip-qa-agreement   (the gate against faces labelled by eye: docs/measurements/qa_agreement.md)
 #   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
 #   python -m bench.server_job [--doc]   the shipped job, QA every frame (docs/measurements/server_job.md)
 #   scripts/bench.sh --soak      adds the soak: 220 mixed prompts on one server with sweeps, deletes and
