@@ -1,4 +1,4 @@
-"""The fixed development set of issue 30: clips the project was not tuned on, crossed with sources.
+"""The fixed development set of issue 30: the clips the project is tuned on, crossed with sources.
 
 Keep this set fixed so runs compare. The clips are members of the MIT wheel
 ``comfyui-workflow-templates-media-video`` 0.3.101 (PyPI), fetched on first use by

@@ -172,7 +172,7 @@ def doc(g: dict) -> str:
     from ..measurements import header
 
     lines = header("Generalization on the development set: measurements",
-                    "Issue 30's development set (clips the project was not tuned on, plus the three quality clips; "
+                    "Issue 30's development set (the clips the project is tuned on, the three quality clips among them; "
                     "`bench/generalization/devset.py`) crossed with source photos, through the shipped workflow on a "
                     f"real ComfyUI server; {g['frames_per_clip']} frames per clip (the first ones: the time budget "
                     "of a 2-core machine). Strips (input over the delivered frames of every source): "
@@ -215,14 +215,14 @@ def publish(g: dict, strips: Path, page: Path = REPO / "README.md") -> Path:
         first = re.search(r"!\[[^\]]*\]\([^)]*\)\n\n?_[^\n]*_\n", text)
         if first is None:
             raise ValueError(f"{page} has no picture with a caption to put {link} under")
-        block = (f"\n![A development-set clip the project was not tuned on: input, then the delivered frames with "
+        block = (f"\n![A development-set clip (the set the project is tuned on): input, then the delivered frames with "
                  f"each source photo]({link})\n\n_caption_\n")
         page.write_text(text[:first.end()] + block + text[first.end():])
     m, runs = g["machine"], g["runs"].get(PUBLISH_CLIP, {})
     dirty = " with uncommitted changes" if m.get("git_dirty") else ""
     yields = ", ".join(f"{s} {_f(r.get('yield'), 2)}" for s, r in runs.items())
     set_caption(page, link,
-                f"A development-set clip the project was not tuned on ({PUBLISH_CLIP}, first "
+                f"A development-set clip, from the set the project is tuned on ({PUBLISH_CLIP}, first "
                 f"{g['frames_per_clip']} frames): input, then what the shipped workflow delivered with each source "
                 f"photo (`python -m bench.generalization --doc`, commit {m.get('git_commit')}{dirty}, "
                 f"{g['run']['date']}; yield per source: {yields}). Every clip and source: "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import numpy as np
 from ..generalization import devset, metrics
 from ..generalization.runner import Server
 from ..generalization.section import _frames, reference_crop
-from ..paths import OUT, REPO
+from ..machine import _git
+from ..paths import OUT
 
 SET = Path(__file__).resolve().parent / "set"
 CROPS = SET / "crops"
@@ -119,11 +119,7 @@ def face_id(clip: str, source: str, frame: int, track, swapper: str = "classical
 
 
 def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return _git("rev-parse", "--short", "HEAD") or "unknown"
 
 
 def done_runs(swapper: str = "classical") -> set[tuple[str, str]]:

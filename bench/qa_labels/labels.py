@@ -86,7 +86,8 @@ def mixed_sheets(out: Path = SHEETS) -> Path:
     rows = faces()
     new = [r for r in rows if r["id"] not in have]
     runs = {(r["clip"], r["source"]) for r in new}
-    old = [r for r in rows if r["id"] in have and r["id"] not in labels(2) and (r["clip"], r["source"]) in runs
+    second = labels(2)
+    old = [r for r in rows if r["id"] in have and r["id"] not in second and (r["clip"], r["source"]) in runs
            and r.get("swapper") != new[0].get("swapper")] if new else []
     mix = new + old
     random.Random(SECOND_SEED + 1).shuffle(mix)
@@ -162,12 +163,13 @@ def merge(files: list[Path], index: Path, pass_: int | None, labeller: str) -> i
     """Append the files' labels; ``pass_`` None (mixed sheets): pass 1 for a face not labelled
     yet, pass 2 for one that is."""
     idx = json.loads(index.read_text())
-    first = labels(1)
+    have = {1: labels(1), 2: labels(2)}
+    first = have[1]
     new = {}
     for f in files:
         for fid, v in parse(f.read_text(), idx).items():
             p = pass_ or (2 if fid in first else 1)
-            if fid in new or fid in labels(p):
+            if fid in new or fid in have[p]:
                 raise ValueError(f"{f}: {fid} already labelled in pass {p}")
             new[fid] = (p, v)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
