@@ -10,7 +10,8 @@ metric, on the even frames only. It then judges every case with the new limits o
 (never on the frames the limits were chosen on) and checks that each known-bad case is caught by
 its own metric (on most of its frames) and that the known-good cases pass. These cases are the
 sample clip alone; how the gate agrees with a viewer over many clips (the development set, which
-the project is tuned on, and more) is the labelled set's measure (bench/qa_labels, docs/measurements/qa_agreement.md). Frozen
+the project is tuned on, and more) is the labelled set's measure (bench/qa_labels,
+docs/measurements/qa_agreement.md). Frozen
 known-bad outputs (``qa_cases.FROZEN_BAD_CASES``, files under ``tests/fixtures/qa/`` made by old
 code, e.g. ``demo_at_issue``) are judged too, on the clip's same first frames; with ``--reuse`` they
 are measured when the records lack them (the clip's first frames tracked, ~15 s).

@@ -172,7 +172,8 @@ def doc(g: dict) -> str:
     from ..measurements import header
 
     lines = header("Generalization on the development set: measurements",
-                    "Issue 30's development set (the clips the project is tuned on, the three quality clips among them; "
+                    "Issue 30's development set (the clips the project is tuned on, the three quality clips "
+                    "among them; "
                     "`bench/generalization/devset.py`) crossed with source photos, through the shipped workflow on a "
                     f"real ComfyUI server; {g['frames_per_clip']} frames per clip (the first ones: the time budget "
                     "of a 2-core machine). Strips (input over the delivered frames of every source): "
