@@ -9,14 +9,17 @@ proportions. The target keeps its eyes (the eye opening and the lid edge around 
 of its mouth (inside the inner lip contour): the mesh leaves both as holes, widened a little here
 so the lashes and the lip line stay the target's.
 
-Turned heads: a triangle facing away from the camera in the source (negative signed area: it is
-folded behind the nose or the cheek), or squeezed to a small part of its mirror partner's area,
-takes its texture from its mirror partner on the other half of the face (``mesh_mirror``); so does
-a triangle facing away in the target (hidden, drawn first and overdrawn by what faces the camera).
+Turned heads: a triangle facing away from the camera in the source (folded behind the nose or the
+cheek) takes its texture from its mirror partner on the other half of the face (``mesh_mirror``).
+Only back-facing ones do: mirroring merely squeezed triangles too put the other side's light into
+a patchwork beside the nose (seen by eye on the f_blonde_smile source). A triangle facing away in
+the target is hidden on the real head and is never pasted: where it shows, the mesh overshot.
 
 Colour: the source's texture is matched to the target's skin in Lab (``classical.reinhard_lab``,
-means over the skin triangles only: no eyes, brows or lips) and relit with the target's
-low-frequency shading (``classical_blend.relight``), then feathered inside the pasted area.
+means over the skin triangles only: no eyes, brows or lips), relit with the target's
+low-frequency shading (``classical_blend.relight``), then brought to the target's colour along the
+paste's edge by a smooth membrane (``mesh_blend.membrane``) and feathered. What in the source is
+not its skin (hair across the face, a hand: ``mesh_blend.source_skin``) is not pasted.
 
 Both meshes come from the mesh model run here (``MeshAnalyzer.track``): the target's at each
 tracked face's box and five points, so the faces may come from any analyzer; the source's once per
@@ -36,6 +39,7 @@ from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, 
 from . import face_mesh as fm
 from .classical import reinhard_lab
 from .classical_blend import relight
+from .mesh_blend import membrane, source_skin
 from .mesh_mirror import mirror_map
 
 # MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
@@ -45,9 +49,10 @@ LIPS_OUTER = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 
 # triangles hold hair, at the source's hairline and on the target's (dark blotches at the temples
 # and a hair line across the forehead on the sample clips), so they are never pasted.
 UPPER_OVAL = (10, 338, 297, 332, 284, 251, 389, 356, 454, 234, 127, 162, 21, 54, 103, 67, 109)
-# A source triangle squeezed below this share of its mirror partner's area (the far cheek of a
-# turned source) is textured from the partner: a few pixels stretched over a whole triangle blur.
-MIRROR_SHARE = 0.35
+# A source triangle whose facing area is at most this share of its mirror partner's is textured
+# from the partner: 0, only triangles facing away (see the module docstring for why not more).
+MIRROR_SHARE = 0.0
+BLENDS = ("membrane", "feather")
 # Below this mesh face presence a tracked box holds no face the mesh can place (MediaPipe's own
 # tracking threshold, as the mesh analyzer uses it).
 PRESENCE = 0.5
@@ -104,8 +109,8 @@ def affines(dst: np.ndarray, src: np.ndarray, dst_tris: np.ndarray, src_tris: np
 
 
 def warp(src_img: np.ndarray, label: np.ndarray, aff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 RGB patch, uint8 map of pixels with a real source pixel): every labelled pixel
-    sampled from the source in one remap."""
+    """(float32 patch with the source image's channels, uint8 map of pixels with a real source
+    pixel): every labelled pixel sampled from the source in one remap."""
     h, w = label.shape
     ys, xs = np.nonzero(label >= 0)
     a = aff[label[ys, xs]]
@@ -154,7 +159,7 @@ class MeshSwapper(FaceSwapper):
                                   "not calibrated)")
 
     def __init__(self, mask_erosion: float = 0.0, mask_feather: float = 0.04, color_transfer: bool = True,
-                 relight: float = 0.25, eye_margin: float = 0.025, mouth_margin: float = 0.01,
+                 relight: float = 0.25, eye_margin: float = 0.025, mouth_margin: float = 0.01, blend: str = "membrane",
                  analyzer=None, model_dir=None):
         """Sizes are fractions of the face size (the target mesh box's larger side).
 
@@ -162,10 +167,15 @@ class MeshSwapper(FaceSwapper):
         relight: scale (of face size) below which shading comes from the target; 0 disables.
         eye_margin / mouth_margin: how far around the eye openings and the mouth's inside the
             target's own pixels stay (lashes, lid edge, lip line).
+        blend: "membrane" (the edge's colour from the target, ``mesh_blend.membrane``) or
+            "feather" (the soft mask only).
         analyzer: a ``MeshAnalyzer`` to run the mesh with (one is made from ``model_dir``)."""
         self.mask_erosion, self.mask_feather = float(mask_erosion), float(mask_feather)
         self.color_transfer, self.relight = bool(color_transfer), float(relight)
         self.eye_margin, self.mouth_margin = float(eye_margin), float(mouth_margin)
+        if blend not in BLENDS:
+            raise ValueError(f"mesh swap blend {blend!r}: choose one of {', '.join(BLENDS)}")
+        self.blend = blend
         if analyzer is None:
             from .mesh_analyzer import MeshAnalyzer
 
@@ -180,7 +190,8 @@ class MeshSwapper(FaceSwapper):
     @property
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
-                round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), MIRROR_SHARE)
+                round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), MIRROR_SHARE,
+                self.blend)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -188,7 +199,8 @@ class MeshSwapper(FaceSwapper):
         return [f for f in self.analyzer.model_files() if f[0] != "dlib_recognition"]
 
     def source_mesh(self, source: SourceIdentity) -> tuple[np.ndarray, np.ndarray]:
-        """(source RGB uint8, its 468-point mesh), the mesh cached per source image and face."""
+        """(its 468-point mesh, the source as float32 RGB + skin weight (``source_skin``) x 255),
+        cached per source image and face."""
         if source.image is None or source.face is None:
             raise ValueError("the mesh swap needs the source image and its face (SourceIdentity.image / "
                              ".face); rebuild the face model with Build Face Model")
@@ -202,12 +214,14 @@ class MeshSwapper(FaceSwapper):
                                  f"below {PRESENCE}); use a clearer, more frontal source photo")
             if len(self._sources) >= 8:       # a session rarely swaps more sources than this
                 self._sources.pop(next(iter(self._sources)))
-            self._sources[key] = mesh
-        return img, self._sources[key]
+            # the source's skin map rides along as a fourth channel, warped with the texture
+            weight = source_skin(img, rasterise(mesh.astype(np.float32), self.tris, img.shape[:2]), self.skin)
+            self._sources[key] = (mesh, np.dstack([img.astype(np.float32), weight * 255.0]))
+        return self._sources[key]
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
-        src_img, src = self.source_mesh(source)
+        src, src_img = self.source_mesh(source)
         # every face's mesh in a few batched invokes, before the per-frame work on threads
         tracked = self.analyzer.track(images, faces) if any(faces) else [[] for _ in faces]
 
@@ -239,22 +253,31 @@ class MeshSwapper(FaceSwapper):
         src_tris, flipped = source_triangles(src, d, self.tris, self.mirror)
         label = rasterise(d, self.tris, patch_f.shape[:2])
         warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
+        warped, skin_w = warped[..., :3], warped[..., 3] / 255.0
         keep = kept_target(d, label.shape, size, self.eye_margin, self.mouth_margin)
-        paste = valid & (1 - keep) & self.pasted[np.maximum(label, 0)].astype(np.uint8)
+        facing = _facing(d, self.tris)
+        # a triangle facing away is hidden on the real head: where it still shows, the mesh has
+        # overshot the silhouette (profile views), so the target's own pixels stay there
+        shown = (self.pasted & (facing > 0))[np.maximum(label, 0)]
+        paste = valid & (1 - keep) & shown.astype(np.uint8)
+        not_skin = (skin_w < 0.5) & (paste > 0)
+        paste &= ~not_skin
         mask = self._feather(paste, size)
         if self.color_transfer:
             skin = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]
             warped = reinhard_lab(warped, patch_f, paste, (skin, skin))
         if self.relight > 0:
             warped = relight(warped, patch_f, paste, self.relight * size)
+        if self.blend == "membrane":
+            warped = membrane(warped, patch_f, paste, size)
         pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
-        facing = _facing(d, self.tris)
         # source_mouth False: the inside of the mouth is already the target's (the mask stack's
         # mouth part stays off in its "auto" setting, as for neural swappers)
         info = {"swapper": self.name, "source_mouth": False, "color_transfer": self.color_transfer,
                 "triangles": int(len(self.tris)), "mirrored_triangles": int(flipped.sum()),
                 "back_facing_target": int((facing < 0).sum()), "face_size_px": round(size, 1),
-                "feather_px": round(max(1.0, self.mask_feather * size), 2), "mask_area_px": int((mask > 0).sum())}
+                "feather_px": round(max(1.0, self.mask_feather * size), 2), "mask_area_px": int((mask > 0).sum()),
+                "source_not_skin_px": int(not_skin.sum())}
         return SwapPatch((x0, y0, x1, y1), pixels, mask, info)
 
     def _feather(self, paste: np.ndarray, size: float) -> np.ndarray:

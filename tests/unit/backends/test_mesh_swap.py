@@ -69,7 +69,7 @@ def test_mirror_map_is_an_involution_fixing_the_midline():
 
 
 def test_mirror_pairs_lie_on_opposite_sides(swapper, source):
-    _, mesh = swapper.source_mesh(source)
+    mesh, _ = swapper.source_mesh(source)
     m = mirror_map()
     # the frontal source's midline: a line fitted through the midline vertices
     mid = mesh[list(MIDLINE)]
@@ -192,3 +192,22 @@ def test_settings_and_licences(swapper):
     assert files and all(p.endswith(".tflite") for _, p in files)
     check_commercial(files)                                       # Apache-2.0: no refusal
     assert swapper.competence.max_yaw <= 60.0 and "declared" in swapper.competence.basis
+
+
+def test_membrane_blend_meets_the_target_at_the_paste_edge(analyzer, source, kling):
+    """The colour step at the edge of the pasted area (the labelled ``seam`` defect) is smaller
+    with the boundary membrane than with the feather alone, on real frames."""
+    frames, faces = kling
+    steps = {}
+    for blend in ("feather", "membrane"):
+        sw = MeshSwapper(analyzer=analyzer, blend=blend)
+        vals = []
+        for frame, row in zip(frames, sw.swap(frames, faces, source)):
+            p = row[0]
+            x0, y0, x1, y1 = p.region
+            target = frame[y0:y1, x0:x1].astype(np.float32)
+            inside = (p.mask > 0.5).astype(np.uint8)
+            ring = (inside > 0) & (cv2.distanceTransform(inside, cv2.DIST_L2, 3) <= 3)
+            vals.append(float(np.abs(p.pixels - target)[ring].mean()))
+        steps[blend] = np.mean(vals)
+    assert steps["membrane"] < 0.6 * steps["feather"], steps
