@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.qa_labels.labels sheets [--second]   # numbered sheets -> out/bench/qa_labels/sheets/
     .venv/bin/python -m bench.qa_labels.labels merge FILE... --pass 1 --labeller NAME
+    .venv/bin/python -m bench.qa_labels.labels sheets --mixed [ROUND]   # a new swap path beside the old
+    .venv/bin/python -m bench.qa_labels.labels merge FILE... --round ROUND --labeller NAME
     .venv/bin/python -m bench.qa_labels.labels agreement
 
 A sheet shows PER_SHEET crop pairs (target | result), each under its number and nothing else: no
@@ -29,6 +31,9 @@ SHEETS = OUT / "qa_labels" / "sheets"
 COLS, ROWS = 3, 4
 PER_SHEET = COLS * ROWS
 SECOND_SHARE, SECOND_SEED = 0.10, 48
+# The labelling round whose mixed sheets compare the swap paths today (``mixed_sheets``): the mesh
+# path rebuilt at f679469 beside the classical path's faces of the same runs.
+ROUND = "mixed-2"
 
 # what a viewer sees, in the issue's words
 DEFECTS = {
@@ -76,22 +81,22 @@ def _sheet(rows: list[dict], numbers: list[int], path: Path) -> None:
     Image.fromarray(grid).save(path)
 
 
-def mixed_sheets(out: Path = SHEETS) -> Path:
-    """Sheets for a new swap path judged beside the old one: every unlabelled face, plus the
-    first-pass-labelled faces of the same clip x source runs made by another path, shuffled
-    together (numbered from 10001), so one labeller judges both paths on the same sheets without
-    knowing which is which. ``merge --mixed`` files the new faces as pass 1 and the old ones as a
-    second labelling (pass 2)."""
+def mixed_sheets(round_: str = ROUND, out: Path = SHEETS) -> Path:
+    """Sheets for a new swap path judged beside the old one, one labelling round: every face not
+    labelled yet, plus every face of the same clip x source runs made by another path (labelled
+    before or not), shuffled together (numbered from 10001), so the same labellers judge both
+    paths on the same sheets without knowing which is which. ``merge --round`` files each label
+    with the round's name: the paths are compared only on the labels of one round."""
     have = labels(1)
-    rows = faces()
+    done = labels(None, round_)
+    rows = [r for r in faces() if r["id"] not in done]
     new = [r for r in rows if r["id"] not in have]
     runs = {(r["clip"], r["source"]) for r in new}
-    second = labels(2)
-    old = [r for r in rows if r["id"] in have and r["id"] not in second and (r["clip"], r["source"]) in runs
-           and r.get("swapper") != new[0].get("swapper")] if new else []
+    paths = {r.get("swapper") for r in new}
+    old = [r for r in rows if r["id"] in have and (r["clip"], r["source"]) in runs and r.get("swapper") not in paths]
     mix = new + old
     random.Random(SECOND_SEED + 1).shuffle(mix)
-    return _write_sheets(mix, 10001, out / "mixed")
+    return _write_sheets(mix, 10001, out / round_)
 
 
 def _write_sheets(rows: list[dict], first: int, sub: Path) -> Path:
@@ -159,25 +164,28 @@ def parse(text: str, index: dict[str, str]) -> dict[str, tuple[bool, list[str]]]
     return out
 
 
-def merge(files: list[Path], index: Path, pass_: int | None, labeller: str) -> int:
-    """Append the files' labels; ``pass_`` None (mixed sheets): pass 1 for a face not labelled
-    yet, pass 2 for one that is."""
+def merge(files: list[Path], index: Path, pass_: int | None, labeller: str, round_: str | None = None) -> int:
+    """Append the files' labels. On a mixed round's sheets (``round_``, ``pass_`` None) each label
+    is filed under the round; its pass is 1 for a face never labelled, else the next pass (a face
+    already seen twice gets pass 3, which no pass-1/pass-2 statistic reads)."""
+    if (pass_ is None) == (round_ is None):
+        raise ValueError("give either a pass (first or second sheets) or a round (mixed sheets)")
     idx = json.loads(index.read_text())
-    have = {1: labels(1), 2: labels(2)}
-    first = have[1]
+    have = {1: labels(1), 2: labels(2), 3: labels(3)}
+    in_round = labels(None, round_) if round_ else {}
     new = {}
     for f in files:
         for fid, v in parse(f.read_text(), idx).items():
-            p = pass_ or (2 if fid in first else 1)
-            if fid in new or fid in have[p]:
-                raise ValueError(f"{f}: {fid} already labelled in pass {p}")
+            p = pass_ or next((k for k in (1, 2) if fid not in have[k]), 3)
+            if fid in new or (pass_ and fid in have[p]) or fid in in_round:
+                raise ValueError(f"{f}: {fid} already labelled in {round_ or f'pass {p}'}")
             new[fid] = (p, v)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     with open(LABELS, "a") as out:
         for fid, (p, (ok, defects)) in new.items():
             row = {"id": fid, "acceptable": ok, "defects": defects, "pass": p, "labeller": labeller, "date": when}
-            if pass_ is None:
-                row["sheets"] = "mixed"     # judged beside another path's faces (mixed_sheets)
+            if round_:
+                row["sheets"] = round_      # judged beside another path's faces (mixed_sheets)
             out.write(json.dumps(row, sort_keys=True) + "\n")
     return len(new)
 
@@ -202,18 +210,20 @@ def main(argv=None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sheets")
     s.add_argument("--second", action="store_true")
-    s.add_argument("--mixed", action="store_true", help="a new swap path's faces shuffled with the old path's")
+    s.add_argument("--mixed", nargs="?", const=ROUND, metavar="ROUND",
+                   help=f"a new swap path's faces shuffled with the old path's, for one round (default {ROUND})")
     m = sub.add_parser("merge")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("--index", type=Path, required=True)
-    m.add_argument("--pass", dest="pass_", type=int, choices=(1, 2), help="omit for mixed sheets")
+    m.add_argument("--pass", dest="pass_", type=int, choices=(1, 2), help="first or second sheets")
+    m.add_argument("--round", dest="round_", help="mixed sheets: the round they were made for")
     m.add_argument("--labeller", required=True)
     sub.add_parser("agreement")
     a = ap.parse_args(argv)
     if a.cmd == "sheets":
-        print(mixed_sheets() if a.mixed else sheets(a.second))
+        print(mixed_sheets(a.mixed) if a.mixed else sheets(a.second))
     elif a.cmd == "merge":
-        print(f"{merge(a.files, a.index, a.pass_, a.labeller)} labels added to {LABELS}")
+        print(f"{merge(a.files, a.index, a.pass_, a.labeller, a.round_)} labels added to {LABELS}")
     else:
         print(json.dumps(agreement()))
 

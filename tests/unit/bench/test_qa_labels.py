@@ -92,3 +92,26 @@ def test_the_committed_set_is_complete():
     lab = labels.labels(1)
     assert set(lab) <= set(faces)
     assert all(lb["acceptable"] or lb["defects"] for lb in lab.values())
+
+
+def test_a_mixed_round_files_each_face_once_under_its_round(tmp_path, monkeypatch):
+    monkeypatch.setattr(labels, "LABELS", tmp_path / "labels.jsonl")
+    index = tmp_path / "index.json"
+    index.write_text(json.dumps(INDEX))
+    first = tmp_path / "first.txt"
+    first.write_text("1 ok\n")
+    assert labels.merge([first], index, 1, "l1") == 1
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("1 bad seam\n3 ok\n")
+    assert labels.merge([mixed], index, None, "l2", "r1") == 2
+    rows = {(r["id"], r["pass"]): r for r in map(json.loads, labels.LABELS.read_text().splitlines())}
+    assert rows[("a|s|000|0", 2)]["sheets"] == "r1" and not rows[("a|s|000|0", 2)]["acceptable"]
+    assert rows[("b|s|000|0", 1)]["sheets"] == "r1"          # never labelled before: its first label
+    assert set(labels.labels(None, "r1")) == {"a|s|000|0", "b|s|000|0"}
+    with pytest.raises(ValueError, match="already labelled in r1"):
+        labels.merge([mixed], index, None, "l3", "r1")
+    # a later round sees the face a third time: pass 3, read by no pass-1/pass-2 statistic
+    assert labels.merge([mixed], index, None, "l3", "r2") == 2
+    assert labels.labels(3)["a|s|000|0"]["sheets"] == "r2"
+    with pytest.raises(ValueError, match="either a pass"):
+        labels.merge([mixed], index, None, "l3")
