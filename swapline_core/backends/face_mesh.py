@@ -82,6 +82,11 @@ def to_image(points: np.ndarray, m: np.ndarray) -> np.ndarray:
     return points[..., :2] @ inv[:, :2].T + inv[:, 2]
 
 
+def image_scale(m: np.ndarray) -> float:
+    """Image pixels per crop pixel of the crop matrix ``m`` (a similarity: one scale)."""
+    return float(np.sqrt(abs(np.linalg.det(np.asarray(m, np.float64)[:, :2])))) ** -1
+
+
 def five_points(mesh: np.ndarray) -> np.ndarray:
     """(5, 2) eyes, nose tip, mouth corners, image-left first as MTCNN and SCRFD order them."""
     return np.stack([mesh[list(RIGHT_EYE)].mean(0), mesh[list(LEFT_EYE)].mean(0), mesh[NOSE_TIP],

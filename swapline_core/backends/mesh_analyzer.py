@@ -73,7 +73,7 @@ class MeshAnalyzer(BuiltinAnalyzer):
         # take for the face pass 1 placed (MediaPipe's tracking step)
         first = [fm.detection_matrix(found[i][0][j], found[i][1][j]) for i, j in owners]
         pts1, pres1 = self._mesh([rgb[i] for i, _ in owners], first, eyes=False)
-        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p)) for p in pts1]
+        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p[:, :2])) for p in pts1]
         pts2, pres2 = self._mesh([rgb[i] for i, _ in owners], second, eyes=False)
         # a near-profile face can lose the mesh on the second crop (its box takes in the hidden
         # cheek's points): the first pass stands where the second does not see a face
@@ -123,9 +123,11 @@ class MeshAnalyzer(BuiltinAnalyzer):
             scores.append(s[keep])
         return bf.weighted_nms(np.concatenate(boxes), np.concatenate(kps), np.concatenate(scores))
 
-    def _mesh(self, images: Sequence[np.ndarray], matrices: Sequence[np.ndarray], eyes: bool = True):
+    def _mesh(self, images: Sequence[np.ndarray], matrices: Sequence[np.ndarray], eyes: bool = True,
+              depth: bool = False):
         """(468-point meshes in image coordinates, presence probabilities), one per crop; with
-        ``eyes`` (and the analyzer's ``iris``) the eyes refined by the iris model."""
+        ``eyes`` (and the analyzer's ``iris``) the eyes refined by the iris model; with ``depth``
+        each mesh has a third column, the model's depth in image pixels (smaller: nearer)."""
         if not matrices:
             return [], []
         crops = np.stack([fm.crop(im, m) for im, m in zip(images, matrices)])
@@ -138,6 +140,9 @@ class MeshAnalyzer(BuiltinAnalyzer):
         meshes = [fm.to_image(p, m) for p, m in zip(points, matrices)]
         if eyes and self.iris:
             meshes = self._eyes(images, meshes)
+        if depth:
+            meshes = [np.column_stack([q[:, :2], p[:, 2] * fm.image_scale(m)])
+                      for q, p, m in zip(meshes, points, matrices)]
         return meshes, 1.0 / (1.0 + np.exp(-np.clip(logits.astype(np.float64), -100, 100)))
 
     def _eyes(self, images: Sequence[np.ndarray], meshes: list[np.ndarray]) -> list[np.ndarray]:
@@ -185,27 +190,29 @@ class MeshAnalyzer(BuiltinAnalyzer):
             out[i][j] = p.astype(np.float32)
         return out
 
-    def track(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]]) -> list[list[tuple]]:
+    def track(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
+              depth: bool = False) -> list[list[tuple]]:
         """(468 mesh points, face presence) of each given face, the mesh run a second time at its
         own box and five points (detect's second pass): a face placed by another analyzer (MTCNN's
         box sits lower than the mesh's, with no forehead) gets the crop the mesh was fitted to. As
-        in detect, the first pass stands where the second loses the face (a near-profile head)."""
+        in detect, the first pass stands where the second loses the face (a near-profile head).
+        ``depth``: (468, 3) points, the third column the mesh's depth in image pixels."""
         owners = [(i, j) for i, fs in enumerate(faces) for j in range(len(fs))]
         rgb = [as_rgb_uint8(images[i]) for i, _ in owners]
         first = [fm.face_matrix(faces[i][j].bbox, faces[i][j].kps) for i, j in owners]
-        pts1, pres1 = self._mesh(rgb, first, eyes=False)
-        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p)) for p in pts1]
-        pts2, pres2 = self._mesh(rgb, second, eyes=False)
+        pts1, pres1 = self._mesh(rgb, first, eyes=False, depth=True)
+        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p[:, :2])) for p in pts1]
+        pts2, pres2 = self._mesh(rgb, second, eyes=False, depth=True)
         better = [b >= self.presence or b >= a for a, b in zip(pres1, pres2)]
         pts = [q if ok else p for p, q, ok in zip(pts1, pts2, better)]
         presence = [float(b if ok else a) for a, b, ok in zip(pres1, pres2, better)]
         if self.iris:
             seen = [n for n, pr in enumerate(presence) if pr >= self.presence]
             for n, p in zip(seen, self._eyes([rgb[n] for n in seen], [pts[n] for n in seen])):
-                pts[n] = p
+                pts[n] = np.column_stack([p, pts[n][:, 2]])
         out: list[list[tuple]] = [[None] * len(fs) for fs in faces]
         for (i, j), p, pr in zip(owners, pts, presence):
-            out[i][j] = (np.asarray(p, np.float32)[:, :2], pr)
+            out[i][j] = (np.ascontiguousarray(np.asarray(p, np.float32)[:, :3 if depth else 2]), pr)
         return out
 
     def triangles(self) -> np.ndarray:

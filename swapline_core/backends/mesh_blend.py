@@ -63,8 +63,8 @@ def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: flo
 
 def source_skin(img: np.ndarray, label: np.ndarray, skin: np.ndarray) -> np.ndarray:
     """(h, w) float32 in 0..1 over the source photo (``label``: its mesh rasterised, ``skin``: which
-    triangles are plain skin): how much each pixel inside its mesh looks like
-    the source's own skin, 1 on the feature triangles (brows, eyes, lips: never judged by colour).
+    triangles are plain skin): how much each pixel inside its mesh looks like the source's own
+    skin, 1 on the other triangles (brows, eyes, lips, nostrils: features never judged by colour).
 
     Why: a source's hair across the temple or cheek, a hand at the jaw, a shadow cast by a curl
     all lie inside the mesh, and were pasted onto the target as dark or golden blotches (the

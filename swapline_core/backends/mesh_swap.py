@@ -45,6 +45,13 @@ from .mesh_mirror import mirror_map
 # MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
 LIPS_INNER = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
 LIPS_OUTER = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
+# The nose's underside (nostrils, alae, tip): the target's own stays, like its eyes and the inside
+# of its mouth: the source's nostrils, a few pixels off where the target's are, showed as dark
+# specks beside them (shipped_grey on the labelled clips). Around it the source is never judged
+# as "not skin" (``mesh_blend.source_skin``): nostrils are dark in every photo.
+NOSE_UNDER = (1, 2, 19, 20, 44, 45, 48, 59, 60, 64, 75, 79, 94, 97, 98, 99, 115, 125, 141, 166, 218, 219,
+              220, 237, 238, 239, 240, 241, 242, 250, 274, 275, 278, 289, 290, 294, 305, 309, 326, 327, 328,
+              344, 354, 370, 392, 438, 439, 440, 457, 458, 459, 460, 461, 462)
 # The face oval's upper half (temple to temple over the hairline): on most photos these
 # triangles hold hair, at the source's hairline and on the target's (dark blotches at the temples
 # and a hair line across the forehead on the sample clips), so they are never pasted.
@@ -52,6 +59,9 @@ UPPER_OVAL = (10, 338, 297, 332, 284, 251, 389, 356, 454, 234, 127, 162, 21, 54,
 # A source triangle whose facing area is at most this share of its mirror partner's is textured
 # from the partner: 0, only triangles facing away (see the module docstring for why not more).
 MIRROR_SHARE = 0.0
+# A source triangle showing less than this share of its area in the photo (behind the nose or the
+# near cheek of a turned source: ``visible_share``) is textured from its mirror partner too.
+HIDDEN_SHARE = 0.5
 BLENDS = ("membrane", "feather")
 # Below this mesh face presence a tracked box holds no face the mesh can place (MediaPipe's own
 # tracking threshold, as the mesh analyzer uses it).
@@ -71,29 +81,72 @@ def _facing(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
     return a if a.sum() >= 0 else -a
 
 
-def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror: np.ndarray):
+def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror: np.ndarray,
+                     hidden: np.ndarray | None = None):
     """(T, 3) source vertex ids each target triangle takes its texture from, and which of them are
-    mirrored: the triangle itself, or its mirror partner (``MIRROR_SHARE``, back-facing)."""
+    mirrored: the triangle itself, or its mirror partner where the source's own triangle faces away
+    (``MIRROR_SHARE``) or is hidden behind the nose or a cheek in the source photo (``hidden``,
+    from ``visible_share``), and the partner is not."""
     own = _facing(src, tris)
     partner = mirror[tris]
     # the partner's vertices listed in the mirrored order run the other way round
     theirs = -_area(src, partner) * np.sign(_area(src, tris).sum() or 1.0)
     useful = theirs > 0
-    flip = useful & ((own <= MIRROR_SHARE * theirs) | (_facing(dst, tris) <= 0))
+    unseen = np.zeros(len(tris), bool) if hidden is None else np.asarray(hidden, bool)
+    if hidden is not None:
+        useful &= ~unseen[_partner_triangle(tris, mirror)]
+    flip = useful & ((own <= MIRROR_SHARE * theirs) | unseen | (_facing(dst, tris) <= 0))
+    # a mirrored triangle alone among its own (the side of the nose of a slightly turned source)
+    # brings the other side's light into a speck: mirror regions only, at least two of its three
+    # neighbours mirrored too
+    flip &= (flip[neighbours(tris)] .sum(axis=1) >= 2)
     return np.where(flip[:, None], partner, tris), flip
 
 
-def rasterise(dst: np.ndarray, tris: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """(h, w) int32 map of the triangle covering each pixel (-1: none); triangles facing away are
-    drawn first, so what faces the camera covers them where both project."""
+def neighbours(tris: np.ndarray) -> np.ndarray:
+    """(T, 3) the triangle across each edge (the triangle itself on the mesh's border)."""
+    edges: dict[tuple[int, int], list[int]] = {}
+    for k, (a, b, c) in enumerate(tris.tolist()):
+        for e in ((a, b), (b, c), (c, a)):
+            edges.setdefault((min(e), max(e)), []).append(k)
+    out = np.repeat(np.arange(len(tris))[:, None], 3, axis=1)
+    for k, (a, b, c) in enumerate(tris.tolist()):
+        for j, e in enumerate(((a, b), (b, c), (c, a))):
+            out[k, j] = next((t for t in edges[(min(e), max(e))] if t != k), k)
+    return out
+
+
+def _partner_triangle(tris: np.ndarray, mirror: np.ndarray) -> np.ndarray:
+    """(T,) index of each triangle's mirror triangle (itself where the mirrored one is not in the
+    list: six quads are split along the other diagonal)."""
+    key = {tuple(sorted(t)): k for k, t in enumerate(tris.tolist())}
+    return np.array([key.get(tuple(sorted(t)), k) for k, t in enumerate(mirror[tris].tolist())], np.int64)
+
+
+def rasterise(pts: np.ndarray, tris: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """(h, w) int32 map of the triangle covering each pixel (-1: none). Triangles facing away are
+    drawn first; with a depth column (``MeshAnalyzer.track(depth=True)``) the rest are drawn far
+    to near, so the nose covers the far cheek of a turned head instead of the list's order
+    deciding which shows."""
     label = np.full(shape, -1, np.int32)
-    facing = _facing(dst, tris)
-    order = np.concatenate([np.nonzero(facing < 0)[0], np.nonzero(facing > 0)[0]])
-    pts = np.rint(dst).astype(np.int32)
+    facing = _facing(pts, tris)
+    front = np.nonzero(facing > 0)[0]
+    if pts.shape[1] > 2:
+        front = front[np.argsort(-pts[tris[front], 2].mean(axis=1), kind="stable")]
+    order = np.concatenate([np.nonzero(facing < 0)[0], front])
+    xy = np.rint(pts[:, :2]).astype(np.int32)
     # the one per-triangle loop: cv2 has no batched fill that keeps each polygon's own value
     for k in order:
-        cv2.fillConvexPoly(label, pts[tris[k]], int(k))
+        cv2.fillConvexPoly(label, xy[tris[k]], int(k))
     return label
+
+
+def visible_share(pts: np.ndarray, tris: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """(T,) share of each triangle's area that shows in ``label`` (its rasterisation); 1 for a
+    triangle under 4 px (too small to count)."""
+    counts = np.bincount(label[label >= 0].ravel(), minlength=len(tris)).astype(np.float64)
+    area = np.abs(_area(pts, tris))
+    return np.where(area < 4.0, 1.0, np.minimum(counts / np.maximum(area, 1e-6), 1.0))
 
 
 def affines(dst: np.ndarray, src: np.ndarray, dst_tris: np.ndarray, src_tris: np.ndarray) -> np.ndarray:
@@ -185,22 +238,24 @@ class MeshSwapper(FaceSwapper):
         self.mirror = mirror_map()
         self.skin = skin_triangles(self.tris)
         self.pasted = ~np.isin(self.tris, UPPER_OVAL).any(axis=1)
+        self.nose_under = np.isin(self.tris, NOSE_UNDER).all(axis=1)
         self._sources: dict[str, np.ndarray] = {}
 
     @property
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), MIRROR_SHARE,
-                self.blend)
+                HIDDEN_SHARE, self.blend)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
         # swap itself never runs the dlib recognizer the analyzer lists
         return [f for f in self.analyzer.model_files() if f[0] != "dlib_recognition"]
 
-    def source_mesh(self, source: SourceIdentity) -> tuple[np.ndarray, np.ndarray]:
-        """(its 468-point mesh, the source as float32 RGB + skin weight (``source_skin``) x 255),
-        cached per source image and face."""
+    def source_mesh(self, source: SourceIdentity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(its 468-point mesh (x, y), the source as float32 RGB + skin weight (``source_skin``) x
+        255, which triangles the photo does not show (``HIDDEN_SHARE``)), cached per source image
+        and face."""
         if source.image is None or source.face is None:
             raise ValueError("the mesh swap needs the source image and its face (SourceIdentity.image / "
                              ".face); rebuild the face model with Build Face Model")
@@ -208,22 +263,28 @@ class MeshSwapper(FaceSwapper):
         key = hashlib.blake2b(img.tobytes() + np.asarray(source.face.bbox, np.float32).tobytes(),
                               digest_size=16).hexdigest()
         if key not in self._sources:
-            (mesh, presence), = self.analyzer.track([img], [[source.face]])[0]
+            (mesh, presence), = self.analyzer.track([img], [[source.face]], depth=True)[0]
             if presence < PRESENCE:
                 raise ValueError(f"the face mesh finds no face in the source photo (presence {presence:.2f} "
                                  f"below {PRESENCE}); use a clearer, more frontal source photo")
             if len(self._sources) >= 8:       # a session rarely swaps more sources than this
                 self._sources.pop(next(iter(self._sources)))
             # the source's skin map rides along as a fourth channel, warped with the texture
-            weight = source_skin(img, rasterise(mesh.astype(np.float32), self.tris, img.shape[:2]), self.skin)
-            self._sources[key] = (mesh, np.dstack([img.astype(np.float32), weight * 255.0]))
+            judged = self.skin & ~np.isin(self.tris, NOSE_UNDER).any(axis=1)
+            label = rasterise(mesh, self.tris, img.shape[:2])
+            # only sizeable skin triangles: around the eyes the iris model's points fold small
+            # triangles over each other, which would read as hidden and mirror into a patchwork
+            area = np.abs(_area(mesh, self.tris))
+            hidden = (visible_share(mesh, self.tris, label) < HIDDEN_SHARE) & judged & (area >= 0.5 * np.median(area))
+            weight = source_skin(img, label, judged)
+            self._sources[key] = (mesh[:, :2], np.dstack([img.astype(np.float32), weight * 255.0]), hidden)
         return self._sources[key]
 
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
-        src, src_img = self.source_mesh(source)
+        src, src_img, hidden = self.source_mesh(source)
         # every face's mesh in a few batched invokes, before the per-frame work on threads
-        tracked = self.analyzer.track(images, faces) if any(faces) else [[] for _ in faces]
+        tracked = self.analyzer.track(images, faces, depth=True) if any(faces) else [[] for _ in faces]
 
         def one_frame(item) -> list[SwapPatch]:
             image, rows = item
@@ -233,15 +294,17 @@ class MeshSwapper(FaceSwapper):
                 if presence < PRESENCE:
                     out.append(SwapPatch.refusal(f"face mesh presence {presence:.2f} below {PRESENCE}"))
                 else:
-                    out.append(self.swap_face(frame, mesh, src_img, src))
+                    out.append(self.swap_face(frame, mesh, src_img, src, hidden))
             return out
 
         return map_frames(one_frame, zip(images, tracked))
 
-    def swap_face(self, frame: np.ndarray, dst: np.ndarray, src_img: np.ndarray, src: np.ndarray) -> SwapPatch:
-        """One face: ``dst`` its mesh in ``frame``, ``src`` the source's in ``src_img``."""
+    def swap_face(self, frame: np.ndarray, dst: np.ndarray, src_img: np.ndarray, src: np.ndarray,
+                  hidden: np.ndarray | None = None) -> SwapPatch:
+        """One face: ``dst`` its mesh in ``frame`` (x, y and optionally depth), ``src`` the source's
+        in ``src_img``, ``hidden`` the source triangles its photo does not show."""
         h, w = frame.shape[:2]
-        lo, hi = dst.min(axis=0), dst.max(axis=0)
+        lo, hi = dst[:, :2].min(axis=0), dst[:, :2].max(axis=0)
         size = float(max(hi - lo))
         pad = max(4.0, 0.02 * size)
         x0, y0 = int(max(0, np.floor(lo[0] - pad))), int(max(0, np.floor(lo[1] - pad)))
@@ -249,12 +312,15 @@ class MeshSwapper(FaceSwapper):
         if x1 - x0 < 2 or y1 - y0 < 2:
             return SwapPatch.refusal(OUTSIDE_FRAME)
         patch_f = frame[y0:y1, x0:x1].astype(np.float32)
-        d = (dst - np.array([x0, y0], np.float32)).astype(np.float32)
-        src_tris, flipped = source_triangles(src, d, self.tris, self.mirror)
+        d = np.array(dst, np.float32)
+        d[:, :2] -= np.array([x0, y0], np.float32)
+        src_tris, flipped = source_triangles(src, d, self.tris, self.mirror, hidden)
         label = rasterise(d, self.tris, patch_f.shape[:2])
+        d = d[:, :2]
         warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
         warped, skin_w = warped[..., :3], warped[..., 3] / 255.0
         keep = kept_target(d, label.shape, size, self.eye_margin, self.mouth_margin)
+        keep |= self.nose_under[np.maximum(label, 0)] & (label >= 0)
         facing = _facing(d, self.tris)
         # a triangle facing away is hidden on the real head: where it still shows, the mesh has
         # overshot the silhouette (profile views), so the target's own pixels stay there
