@@ -25,6 +25,7 @@ MODULES = {
     "video_io": ("VideoToFrames", "FramesToVideo"),
     "frames_trim": ("TrimFrames",),
     "qa": ("QAGate", "SafetyClassifierLoader"),
+    "qa_limits": ("QALimitOverrides",),
     "provenance": ("C2PASink",),
     "restore": ("RestorerLoader", "RestoreFaces", "RestoreFrames"),
     "vae": ("TiledVAEEncode",),

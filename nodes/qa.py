@@ -15,48 +15,42 @@ from ..swapline_core.qa.decide import compact_frames
 from ..swapline_core.qa.plot import plot_report
 from ..swapline_core.video import stages as pipeline
 from ..swapline_core.video.write import write_image
-from . import model_paths
+from . import model_paths, qa_limits
 from .absent import ABSENT, sentence
 from .convert import check_interrupt, progress
-from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QAReport, SafetyClassifier
+from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QALimits, QAReport, SafetyClassifier
 
 POLICIES = core_qa.POLICIES
-AUTO = -1.0
-# Widget name -> threshold field, for the limits the node exposes (-1 = the calibrated default).
-LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_ratio", "max_mouth_delta",
-          "min_expression_corr", "max_occluder_overwrite", "max_colour_cast", "max_seam_ratio", "max_bleed",
-          "max_offface", "min_coverage")
+GATE_TITLE = "QA Gate"
 
-
-LIMIT_SET_TIP = ("Which limits the -1 widgets mean. viewer-labelled (strict): chosen by a rule on swapped faces "
+LIMIT_SET_TIP = ("Which limits the gate applies. viewer-labelled (strict): chosen by a rule on swapped faces "
                  "labelled by eye over 14 clips (docs/measurements/qa_agreement.md); it fails far more faces a "
                  "viewer rejects, and some a viewer accepts. calibrated (sample clip): chosen on the sample clip "
                  "alone. auto (default): viewer-labelled for the built-in swap, which it was measured on; "
-                 "calibrated for trained swappers (not yet measured against labels: the report says so). A widget "
-                 "set to a value overrides any set.")
+                 "calibrated for trained swappers (not yet measured against labels: the report says so). "
+                 "Single limits: a QA Limit Overrides node on the 'limits' input.")
 
 
 def thresholds_for(analyzer, limit_set: str = decide.DEFAULT_LIMIT_SET, **given) -> core_qa.QAThresholds:
-    """The named limit set for the analyzer's recognizer; widgets left at -1 keep its limits."""
-    return core_qa.thresholds_for(analyzer.recognizer_name, limit_set,
-                                  **{k: (None if isinstance(v, float) and v == AUTO else v) for k, v in given.items()})
+    """The named limit set for the analyzer's recognizer, with ``given`` (limits and flags) on top."""
+    return core_qa.thresholds_for(analyzer.recognizer_name, limit_set, **given)
 
 
 class QAGate(io.ComfyNode):
     @classmethod
     @override
     def define_schema(cls):
-        limit = "(-1 = the value of limit_set for the analyzer's recognizer; docs/qa.md#thresholds)"
         return io.Schema(
             node_id="SwaplineQAGate",
-            display_name="QA Gate (Swapline)",
+            display_name=f"{GATE_TITLE} (Swapline)",
             category=f"{CATEGORY}/qa",
             description="Checks every swapped frame: identity similarity to the source, leakage of the target's "
                         "identity, landmark drift, flicker, expression (mouth follows the target), occluders "
                         "painted over, colour cast, paste seams and foreign colour, off-face pastes, and "
                         "coverage (was every tracked face swapped). A clip where nothing was swapped fails. "
                         "Failing frames get the original frame back (default), are only flagged, or fail the "
-                        "job; no frame is ever dropped. Writes a JSON report and a plot.",
+                        "job; no frame is ever dropped. The limits are a named set (limit_set); single limits "
+                        "are overridden by a QA Limit Overrides node on 'limits'. Writes a JSON report and a plot.",
             inputs=[
                 Frames.Input("frames", tooltip="The swapped frame sequence."),
                 Faces.Input("faces", tooltip="The tracked target faces (Track Faces)."),
@@ -71,41 +65,23 @@ class QAGate(io.ComfyNode):
                                        "frame that shipped. "
                                        "keep original per frame: put the original back on every failing frame. "
                                        "flag only: ship the swap and list the failures. fail job: stop the job."),
-                io.Float.Input("min_identity", default=AUTO, min=-1.0, max=1.0, step=0.01,
-                               tooltip=f"Minimum similarity of the swapped face to the source {limit}."),
-                io.Float.Input("max_leakage", default=AUTO, min=-1.0, max=1.0, step=0.01,
-                               tooltip=f"Maximum similarity of the swapped face to the original target face {limit}."),
-                io.Float.Input("max_landmark_drift", default=AUTO, min=-1.0, max=5.0, step=0.01,
-                               tooltip=f"Maximum keypoint drift in inter-ocular distances {limit}."),
-                io.Float.Input("max_flicker_ratio", default=AUTO, min=-1.0, max=50.0, step=0.1,
-                               tooltip=f"Maximum face-region flicker relative to the input clip {limit}."),
-                io.Boolean.Input("require_redetection", default=True, tooltip="Fail frames where the swapped face is no longer detected."),
-                io.Int.Input("sample_every", default=1, min=1, max=100,
+                # Optional: limit_set so API prompts written before it still run with its default; the
+                # inputs after it too, because the editor lists required widgets first and the limit set
+                # belongs beside the policy. Optional widgets show in the editor like any other.
+                io.Combo.Input("limit_set", options=[decide.AUTO_LIMIT_SET, *decide.LIMIT_SETS],
+                               default=decide.DEFAULT_LIMIT_SET, optional=True, tooltip=LIMIT_SET_TIP),
+                QALimits.Input("limits", optional=True,
+                               tooltip="Optional single limits that override the limit set (QA Limit Overrides); "
+                                       "a limit it leaves at -1 keeps the set's value."),
+                io.Int.Input("sample_every", default=1, min=1, max=100, optional=True,
                              tooltip="Evaluate every n-th frame (1 = every frame); the others are marked 'skipped'."),
-                io.String.Input("filename_prefix", default="swapline/qa", tooltip="Where the QA report JSON and plot are written in the output folder."),
-                io.Float.Input("max_mouth_delta", default=AUTO, min=-1.0, max=1.0, step=0.005,
-                               tooltip=f"Maximum difference of mouth opening to the target's, in jaw widths {limit}."),
-                io.Float.Input("min_expression_corr", default=AUTO, min=-1.0, max=1.0, step=0.05,
-                               tooltip="Minimum correlation of the result's mouth movement with the target's over a "
-                                       "sliding window (brightness of the mouth region, row by row, at the target's "
-                                       "mouth; a frozen mouth scores ~0; windows where the target's mouth does not "
-                                       f"move are not judged) {limit}."),
-                io.Float.Input("max_occluder_overwrite", default=AUTO, min=-1.0, max=1.0, step=0.01,
-                               tooltip=f"Maximum share of the target's occluder pixels (glasses, hands) changed {limit}."),
-                io.Float.Input("max_colour_cast", default=AUTO, min=-1.0, max=100.0, step=0.5,
-                               tooltip="Maximum colour shift (CIELAB a*, b*) of the face skin against the "
-                                       f"target's, on the worse face half {limit}."),
-                io.Float.Input("max_seam_ratio", default=AUTO, min=-1.0, max=20.0, step=0.05,
-                               tooltip=f"Maximum edge energy on the paste boundary relative to the target {limit}."),
-                io.Float.Input("max_bleed", default=AUTO, min=-1.0, max=1.0, step=0.005,
-                               tooltip=f"Maximum share of face skin turned into a foreign colour {limit}."),
-                io.Float.Input("max_offface", default=AUTO, min=-1.0, max=5.0, step=0.01,
-                               tooltip=f"Maximum changed area outside the target's face, in face areas {limit}."),
-                io.Float.Input("min_coverage", default=AUTO, min=-1.0, max=1.0, step=0.01,
-                               tooltip=f"The job fails when a tracked face is swapped in fewer of its frames {limit}."),
-                io.Boolean.Input("allow_no_face", default=False,
+                io.Boolean.Input("require_redetection", default=True, optional=True,
+                                 tooltip="Fail frames where the swapped face is no longer detected."),
+                io.Boolean.Input("allow_no_face", default=False, optional=True,
                                  tooltip="Off: a clip where no face was swapped fails ('no face swapped'). On: clips "
                                          "without faces are acceptable and pass."),
+                io.String.Input("filename_prefix", default="swapline/qa", optional=True,
+                                tooltip="Where the QA report JSON and plot are written in the output folder."),
                 SafetyClassifier.Input("safety_classifier", optional=True,
                                        tooltip="Optional content-safety recheck (Load Safety Classifier): scores every "
                                                "evaluated output frame; frames above max_safety_score fail the job's "
@@ -113,23 +89,27 @@ class QAGate(io.ComfyNode):
                 io.Float.Input("max_safety_score", default=0.5, min=0.0, max=1.0, step=0.01, optional=True,
                                tooltip="The unsafe-class score (0..1) above which a frame is flagged (only with a "
                                        "safety classifier)."),
-                io.Combo.Input("limit_set", options=[decide.AUTO_LIMIT_SET, *decide.LIMIT_SETS],
-                               default=decide.DEFAULT_LIMIT_SET, optional=True, tooltip=LIMIT_SET_TIP),
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
+            # the prompt: limits an API prompt written before QA Limit Overrides passes to the gate itself
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
             # an output node, so a re-queued (cached) prompt still sends its chart and report
             is_output_node=True,
         )
 
     @classmethod
     @override
-    def execute(cls, frames, faces, face_model, analyzer, policy, require_redetection, sample_every,
-                filename_prefix, allow_no_face=False, safety_classifier=None, max_safety_score=0.5,
-                limit_set=decide.DEFAULT_LIMIT_SET, **limits) -> io.NodeOutput:
+    def execute(cls, frames, faces, face_model, analyzer, policy, limit_set=decide.DEFAULT_LIMIT_SET, limits=None,
+                sample_every=1, require_redetection=True, allow_no_face=False, filename_prefix="swapline/qa",
+                safety_classifier=None, max_safety_score=0.5) -> io.NodeOutput:
+        hidden = cls.hidden
+        old = qa_limits.legacy_limits(hidden.prompt if hidden else None, hidden.unique_id if hidden else None,
+                                      GATE_TITLE)
+        overrides = qa_limits.merge(limits, old, GATE_TITLE)
         chosen = decide.resolve_limit_set(limit_set, [r.method for r in frames.stage_records() if r.stage == "swap"])
         th = thresholds_for(analyzer, chosen, require_redetection=require_redetection, allow_no_face=allow_no_face,
-                            max_safety_score=max_safety_score, **{k: v for k, v in limits.items() if k in LIMITS})
+                            max_safety_score=max_safety_score, **overrides)
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         models = model_manifest(frames.model_files())
@@ -141,6 +121,8 @@ class QAGate(io.ComfyNode):
                                 skipped=pipeline.swap_refusals(frames), safety=safety_classifier)
         report["policy"] = policy
         report["limit_set"] = chosen
+        if overrides:
+            report["limit_overrides"] = dict(sorted(overrides.items()))
         if chosen != "viewer-labelled (strict)":
             report["limits_note"] = ("limits not measured against faces labelled by eye for this swap "
                                      "(docs/measurements/qa_agreement.md measures the built-in swap)")

@@ -9,6 +9,7 @@ FaceModel = io.Custom("SWAPLINE_FACE_MODEL")
 Transforms = io.Custom("SWAPLINE_FACE_TRANSFORMS")
 Frames = io.Custom("SWAPLINE_FRAMES")
 QAReport = io.Custom("SWAPLINE_QA")
+QALimits = io.Custom("SWAPLINE_QA_LIMITS")  # QA Limit Overrides -> QA Gate: {limit name: value}
 SafetyClassifier = io.Custom("SWAPLINE_SAFETY_CLASSIFIER")
 MaskOptions = io.Custom("SWAPLINE_MASK_OPTIONS")
 

@@ -49,12 +49,10 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
         "10": {"class_type": "SwaplineQAGate",
                "inputs": {"frames": ["9", 0], "faces": ["7", 0], "face_model": ["5", 0], "analyzer": ["4", 0],
                           # production default: a failing frame gets the original back (still reported)
-                          "policy": "keep original", "min_identity": -1.0, "max_leakage": -1.0,
-                          "max_landmark_drift": -1.0, "max_flicker_ratio": -1.0, "require_redetection": True,
-                          "sample_every": 1, "filename_prefix": prefix, "max_mouth_delta": -1.0,
-                          "min_expression_corr": -1.0, "max_occluder_overwrite": -1.0, "max_colour_cast": -1.0,
-                          "max_seam_ratio": -1.0, "max_bleed": -1.0, "max_offface": -1.0, "min_coverage": -1.0,
-                          "allow_no_face": False}},
+                          "policy": "keep original", "limit_set": "auto (viewer-labelled for the built-in swap)",
+                          # single limits stay with the set (a QA Limit Overrides node on 'limits' would change them)
+                          "sample_every": 1, "require_redetection": True, "allow_no_face": False,
+                          "filename_prefix": prefix}},
         "11": {"class_type": "SwaplineC2PASink",
                "inputs": {"frames": ["10", 0], "face_model": ["5", 0], "qa": ["10", 1], "filename_prefix": prefix,
                           "image_format": "png", "crf": 18, "preset": "medium", "audio": True, "attestation": "",

@@ -16,7 +16,9 @@ What QA covers here (and why it differs from the in-workflow QA Gate):
   If that is impossible, QA is reported as ``"skipped"`` with the reason, never as passed.
 - Thresholds are the calibrated defaults of the built-in recognizer; the workflow's QA Gate
   limits (``sample_every``, ``require_redetection``, ``allow_no_face`` and, when the workflow
-  itself uses the built-in analyzer, its numeric limits) are applied; ``qa={...}`` overrides.
+  itself uses the built-in analyzer, its numeric limits, read from a QA Limit Overrides node linked
+  to the gate or, in prompts written before that node, the gate's own inputs) are applied;
+  ``qa={...}`` overrides.
 - The result is a verdict, not a repair: the stitched stream is not re-encoded, so failing
   frames are not reverted here (the workflow's own gate did that per chunk with its policy).
   ``qa={"fail_job": True}`` refuses to sign and deliver a clip whose decision is "fail".
@@ -47,7 +49,8 @@ TRACK_KEYS = ("mode", "threshold", "max_faces", "detect_every", "max_missing", "
 QA_FLAGS = ("sample_every", "require_redetection", "allow_no_face")
 QA_LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_ratio", "max_mouth_delta",
              "min_expression_corr", "max_occluder_overwrite", "max_colour_cast", "max_seam_ratio", "max_bleed",
-             "max_offface", "min_coverage")
+             "max_offface", "min_coverage", "max_blotch", "max_detail_ratio")
+QA_OVERRIDES = "SwaplineQALimitOverrides"  # its limits reach the gate's 'limits' input
 QA_OPTIONS = frozenset({"enabled", "fail_job", "track", "limits", "reference", *QA_FLAGS})
 BUILTIN_PACK = "builtin"
 _job_locks: dict[str, threading.Lock] = {}
@@ -81,6 +84,10 @@ def qa_options(job: JobSpec, wf: dict, given: dict | None) -> dict:
         analyzers = [node_inputs(job, a, wf).get("pack", "") for a in _nodes(wf, "SwaplineAnalyzerLoader")]
         if analyzers and all(str(p).startswith(BUILTIN_PACK) for p in analyzers):
             # Same recognizer as the workflow's gate: its limits mean the same here (-1 = default).
+            # the gate's own limits (prompts written before QA Limit Overrides), then that node's
+            src = g.get("limits")
+            if isinstance(src, list) and src and wf.get(str(src[0]), {}).get("class_type") == QA_OVERRIDES:
+                g = {**g, **node_inputs(job, str(src[0]), wf)}
             opts["limits"] = {k: g[k] for k in QA_LIMITS if isinstance(g.get(k), (int, float)) and g[k] != -1}
     unknown = sorted(set(given or {}) - QA_OPTIONS)
     if unknown:

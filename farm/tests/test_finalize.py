@@ -137,6 +137,20 @@ def test_qa_options_follow_the_workflow(setup):
         qa_options(job, job.load_workflow(), {"sample_evry": 2})
 
 
+def test_qa_limits_from_the_workflow_gate_and_its_overrides_node(setup):
+    """Limits reach the farm's QA from a QA Limit Overrides node linked to the gate, and from the
+    gate's own inputs in a prompt written before that node; -1 (the limit set's) is not a limit."""
+    _, job, _ = setup
+    wf = job.load_workflow()
+    gate = next(k for k, v in wf.items() if v["class_type"] == "SwaplineQAGate")
+    wf["90"] = {"class_type": "SwaplineQALimitOverrides", "inputs": {"max_seam_ratio": 2.0, "max_bleed": -1.0}}
+    wf[gate]["inputs"]["limits"] = ["90", 0]
+    assert qa_options(job, wf, None)["limits"] == {"max_seam_ratio": 2.0}
+    del wf[gate]["inputs"]["limits"]
+    wf[gate]["inputs"]["min_identity"] = 0.4
+    assert qa_options(job, wf, None)["limits"] == {"min_identity": 0.4}
+
+
 def test_bad_signing_config_fails_before_qa(setup, tmp_path):
     _, job, stitched = setup
     with pytest.raises(signing.SigningConfigError, match="missing.json"):

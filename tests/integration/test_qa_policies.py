@@ -13,15 +13,27 @@ from test_video_pipeline import CLIP, decode, load_api, stage_inputs
 FRAMES = 12
 
 
-def _prompt(policy: str, strict: bool = False) -> dict:
+def _overrides(comfy, **limits) -> dict:
+    """A QA Limit Overrides node: the given limits, every other one of its inputs left at -1 (the limit set's)."""
+    names = comfy.object_info()["SwaplineQALimitOverrides"]["input"]["required"]
+    assert set(limits) <= set(names), limits
+    return {"class_type": "SwaplineQALimitOverrides", "inputs": {k: limits.get(k, -1.0) for k in names}}
+
+
+def _prompt(comfy, policy: str, strict: bool = False, legacy: bool = False) -> dict:
+    """``strict``: frames that fail for a known reason whatever the swap's quality today: an identity
+    of 0.999 to the source is more than any swap reaches (with the shipped limits the built-in swap
+    now passes these 12 frames, since the occluder keeps the sample's red glasses). Set on a QA
+    Limit Overrides node, or with ``legacy`` as the gate's own input, as API prompts written before
+    that node did."""
     p = load_api("video_swap_builtin")
     p["1"]["inputs"]["count"] = FRAMES
     p["10"]["inputs"]["policy"] = policy
-    if strict:
-        # frames that fail for a known reason whatever the swap's quality today: an identity of
-        # 0.999 to the source is more than any swap reaches (with the shipped limits the built-in
-        # swap now passes these 12 frames, since the occluder keeps the sample's red glasses)
+    if strict and legacy:
         p["10"]["inputs"]["min_identity"] = 0.999
+    elif strict:
+        p["12"] = _overrides(comfy, min_identity=0.999)
+        p["10"]["inputs"]["limits"] = ["12", 0]
     p["10"]["inputs"]["filename_prefix"] = f"swapline/qa_{policy.replace(' ', '_')}"
     p["11"] = {"class_type": "SwaplineSaveVideo",
                "inputs": {"frames": ["10", 0], "filename_prefix": f"swapline/qa_{policy.replace(' ', '_')}",
@@ -29,8 +41,8 @@ def _prompt(policy: str, strict: bool = False) -> dict:
     return p
 
 
-def _run(comfy, policy: str, strict: bool = False):
-    hist = comfy.run(_prompt(policy, strict))
+def _run(comfy, policy: str, strict: bool = False, legacy: bool = False):
+    hist = comfy.run(_prompt(comfy, policy, strict, legacy))
     qa = next(d["swapline_qa"][0] for d in hist["outputs"].values() if "swapline_qa" in d)
     report = json.loads((comfy.base_dir / "output" / qa["report_file"]).read_text())
     video = next(d["images"][0] for d in hist["outputs"].values() if "swapline_video" in d)
@@ -58,7 +70,10 @@ def test_keep_original_and_flag_only(comfy, source_frames):
     # per shot: the clip is one shot of one face, so it goes back as a whole
     assert set(s["failing_frames"]) <= set(report["reverted_frames"]) and len(report["reverted_frames"]) == FRAMES
     assert [seg["decision"] for seg in report["segments"]] == ["kept original"]
-    report, chart, kept = _run(comfy, "keep original per frame", strict=True)
+    assert report["limit_overrides"] == {"min_identity": 0.999} and chart["thresholds"]["min_identity"] == 0.999
+    # an API prompt written before QA Limit Overrides: the same limit as the gate's own input
+    report, chart, kept = _run(comfy, "keep original per frame", strict=True, legacy=True)
+    assert report["limit_overrides"] == {"min_identity": 0.999} and chart["thresholds"]["min_identity"] == 0.999
     assert report["reverted_frames"] == report["summary"]["failing_frames"] and "segments" not in report
     assert chart["frames"][0]["loads"] and chart["thresholds"]["max_occluder_overwrite"] > 0
     flagged, _, shipped = _run(comfy, "flag only", strict=True)
@@ -82,7 +97,7 @@ def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):
 
     stage_inputs(comfy)
     with pytest.raises(ComfyExecutionError) as err:
-        comfy.run(_prompt("fail job", strict=True))
+        comfy.run(_prompt(comfy, "fail job", strict=True))
     msg = err.value.exception_message
     assert err.value.node_type == "SwaplineQAGate"
     assert "QA failed" in msg and "evaluated frames fail" in msg and ".json" in msg, msg
@@ -92,6 +107,19 @@ def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):
     with open(comfy.base_dir / path) as f:
         report = json.load(f)
     assert report["decision"] == "fail" and report["policy"] == "fail job"
+
+
+def test_a_limit_given_both_ways_stops_the_job_naming_it(comfy):
+    from devtools.comfy_harness import ComfyExecutionError
+
+    stage_inputs(comfy)
+    p = _prompt(comfy, "flag only", strict=True)
+    p["10"]["inputs"]["min_identity"] = 0.5          # the old input, disagreeing with the node's 0.999
+    with pytest.raises(ComfyExecutionError) as err:
+        comfy.run(p)
+    msg = err.value.exception_message
+    assert err.value.node_type == "SwaplineQAGate"
+    assert "got 'min_identity' twice" in msg and "QA Limit Overrides" in msg, msg
 
 
 def test_content_safety_recheck_flags_without_changing_frames(comfy):
@@ -105,7 +133,7 @@ def test_content_safety_recheck_flags_without_changing_frames(comfy):
     n = 4
 
     def prompt(policy, unsafe_class=None):
-        p = _prompt(policy)
+        p = _prompt(comfy, policy)
         p["1"]["inputs"]["count"] = n
         p["10"]["inputs"]["filename_prefix"] = p["11"]["inputs"]["filename_prefix"] = f"swapline/safety_{unsafe_class}"
         if unsafe_class is not None:
