@@ -75,6 +75,10 @@ class AnalyzerLoader(io.ComfyNode):
                              tooltip="Detector input size (square). 640 is the classic InsightFace setting."),
                 io.Float.Input("det_thresh", default=0.0, min=0.0, max=0.99, step=0.01,
                                tooltip="Minimum detection score for a face to count (0 = the detector's own default: 0.5 for InsightFace SCRFD, 0.9 for the built-in MTCNN, 0.5 for the built-in mesh's BlazeFace)."),
+                io.Boolean.Input("commercial_only", default=False, optional=True,
+                                 tooltip="Refuse an analyzer with a model whose licence does not allow commercial "
+                                         "use, or is unknown (builtin (MTCNN + dlib): its 68-point model; InsightFace "
+                                         "packs: research only). builtin mesh passes."),
             ],
             outputs=[Analyzer.Output(display_name="analyzer"),
                      io.String.Output(display_name="providers")],
@@ -96,8 +100,13 @@ class AnalyzerLoader(io.ComfyNode):
 
     @classmethod
     @override
-    def execute(cls, pack, provider, det_size, det_thresh) -> io.NodeOutput:
+    def execute(cls, pack, provider, det_size, det_thresh, commercial_only=False) -> io.NodeOutput:
         analyzer = load_analyzer(pack, provider, det_size, det_thresh)
+        if commercial_only:
+            from ..swapline_core.backends.catalog import check_commercial
+
+            check_commercial(analyzer.model_files(), f"'{BUILTIN_MESH}' is made only of commercially usable "
+                                                     "models (docs/models.md).")
         report = json.dumps({"analyzer": analyzer.name, "recognizer": analyzer.recognizer_name,
                              "providers": analyzer.providers}, indent=1)
         return io.NodeOutput(analyzer, report, ui=ui.PreviewText(report))
