@@ -7,6 +7,7 @@ from typing_extensions import override
 from ..swapline_core.errors import SwaplineError
 from ..swapline_core.masks import AREAS, DEFAULT_REGIONS, REGIONS, parse_list
 from ..swapline_core.masks import MaskOptions as CoreMaskOptions
+from ..swapline_core.masks import rules as occluder_rules
 from . import model_paths
 from .absent import ABSENT, missing
 from .types import CATEGORY, MaskOptions
@@ -27,7 +28,7 @@ def occlusion_choices() -> list[str]:
 
 def build_options(occlusion: str, sensitivity: float, parser: str, regions: str, areas: str, mouth: str,
                   mouth_size: float, mouth_feather: float, mouth_lower_lip: float, erode: float, blur: float,
-                  temporal: int) -> CoreMaskOptions:
+                  temporal: int, rules_off: str = "") -> CoreMaskOptions:
     mode, occluder = "off", None
     if occlusion == BUILTIN:
         mode = "builtin"
@@ -42,7 +43,8 @@ def build_options(occlusion: str, sensitivity: float, parser: str, regions: str,
         occlusion=mode, occluder_path=occluder, occlusion_sensitivity=sensitivity, region_path=parser_path,
         regions=parse_list(regions, tuple(REGIONS), "face region(s)"),
         areas=parse_list(areas, tuple(AREAS), "landmark area(s)"), mouth=mouth, mouth_size=mouth_size,
-        mouth_feather=mouth_feather, mouth_lower_lip=mouth_lower_lip, erode=erode, blur=blur, temporal=temporal)
+        mouth_feather=mouth_feather, mouth_lower_lip=mouth_lower_lip, erode=erode, blur=blur, temporal=temporal,
+        rules_off=occluder_rules.parse_off(rules_off))
 
 
 class MaskOptionsNode(io.ComfyNode):
@@ -88,13 +90,17 @@ class MaskOptionsNode(io.ComfyNode):
                                tooltip="Feather of occluder cuts, fraction of the face size (outside the occluder)."),
                 io.Int.Input("temporal", default=2, min=0, max=6,
                              tooltip="Median over +-N frames of each track (video), so masks do not flicker."),
+                io.String.Input("rules_off", default="", optional=True,
+                                tooltip="Built-in occluder rules to switch off, comma separated (empty: all on; each "
+                                        "face's record in Swap Faces' report counts what each rule kept). "
+                                        + occluder_rules.describe()),
             ],
             outputs=[MaskOptions.Output(display_name="mask_options")],
         )
 
     @classmethod
     @override
-    def validate_inputs(cls, occlusion=ABSENT, parser=ABSENT, regions=ABSENT, areas=ABSENT):
+    def validate_inputs(cls, occlusion=ABSENT, parser=ABSENT, regions=ABSENT, areas=ABSENT, rules_off=None):
         gap = missing(cls, {"occlusion": occlusion, "parser": parser, "regions": regions, "areas": areas}, {
             "occlusion": f"'{BUILTIN}', '{OFF}' or an XSeg occluder file from models/facemask",
             "parser": f"'{OFF}' or a BiSeNet face parser file from models/facemask",
@@ -117,6 +123,7 @@ class MaskOptionsNode(io.ComfyNode):
             for text, allowed, what in ((regions, REGIONS, "face region(s)"), (areas, AREAS, "landmark area(s)")):
                 if text is not None:
                     parse_list(text, tuple(allowed), what)
+            occluder_rules.parse_off(rules_off)      # optional: absent or linked (None) is all on
         except SwaplineError as exc:
             return str(exc)
         return True
@@ -124,6 +131,7 @@ class MaskOptionsNode(io.ComfyNode):
     @classmethod
     @override
     def execute(cls, occlusion, occlusion_sensitivity, parser, regions, areas, mouth, mouth_size, mouth_feather,
-                mouth_lower_lip, erode, blur, temporal) -> io.NodeOutput:
+                mouth_lower_lip, erode, blur, temporal, rules_off="") -> io.NodeOutput:
         return io.NodeOutput(build_options(occlusion, occlusion_sensitivity, parser, regions, areas, mouth,
-                                           mouth_size, mouth_feather, mouth_lower_lip, erode, blur, temporal))
+                                           mouth_size, mouth_feather, mouth_lower_lip, erode, blur, temporal,
+                                           rules_off))

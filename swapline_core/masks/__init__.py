@@ -6,9 +6,11 @@ with the swapper's own feathered box/hull mask (``stack.combine``):
 - region: the BiSeNet face parser's chosen regions;
 - area: hulls of landmark areas (upper face, lower face, mouth);
 - mouth: the target's open mouth interior stays (``mouth``).
-Occlusion evidence is smoothed along each track (``temporal``), with a pre-/post-roll read
-through the clip context so a chunk's masks do not depend on chunking or resume. Each patch keeps its
-parts in ``patch.layers`` for previews and a JSON summary in ``patch.info["masks"]``.
+The built-in occluder's rules form one registry (``rules``): each can be switched off
+(``MaskOptions.rules_off``) and each face's record counts what each kept. Occlusion evidence is
+smoothed along each track (``temporal``), with a pre-/post-roll read through the clip context so
+a chunk's masks do not depend on chunking or resume. Each patch keeps its parts in ``patch.layers``
+for previews and a JSON summary in ``patch.info["masks"]``.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import numpy as np
 
 from ..parallel import map_frames
 from ..types import Face, SwapPatch
-from . import builtin, rules_off, temporal
+from . import builtin, rules, rules_off, temporal
 from .region import area_part, model_parts
 from .stack import (
     AREAS,
@@ -64,17 +66,27 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     def key_of(face: Face):
         return None if face.track_id is None or context is None else int(face.track_id)
 
+    off = opts.rules_off
+    if opts.builtin_occlusion:
+        for it in items:
+            it.info["rules"] = rules.record(off)
     if opts.builtin_occlusion or opts.mouth != "off":
         r = opts.temporal
-        views, pool, notes = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts)
+        views, pool, notes = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts, off)
         # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
         near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
-        builtin.fit_views(near, pool, r, shot_of)
+        builtin.fit_views(near, pool, r, shot_of, off)
         builtin.apply(items, views, pool, opts, r, shot_of)
-        for it, n in zip(items, notes):
-            if n:           # a sample rule that kept every sample (rules_off.py): the record says so
-                it.info["skin_rules_off"] = dict(n)
-    if opts.builtin_occlusion:
+        for it, v, n in zip(items, views, notes):
+            skin_notes = {k: why for k, why in n.items() if k in rules.NOTE_OF}
+            if skin_notes:  # a sample rule that kept every sample (rules_off.py): the record says so
+                it.info["skin_rules_off"] = skin_notes
+            if "rules" in it.info:
+                for name, dropped in (v.dropped or {}).items():
+                    rules.count(it.info["rules"], name, dropped)
+                for k, why in n.items():
+                    rules.switched_off(it.info["rules"], rules.NOTE_OF.get(k, k), why)
+    if opts.builtin_occlusion and rules.enabled(off, "wires"):
         map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
@@ -128,12 +140,13 @@ _VIEWS: OrderedDict = OrderedDict()
 _VIEWS_MAX = 64
 
 
-def _view_key(faceset, frames_key, clip_index: int, face: Face, use_lm: bool, radius: int, cuts) -> tuple | None:
+def _view_key(faceset, frames_key, clip_index: int, face: Face, use_lm: bool, radius: int, cuts,
+              off=()) -> tuple | None:
     # Without the frames' key a view could not tell the original frames from the same clip already
     # swapped once (same face set, same boxes): a second swap stage would mask with stale views.
     if faceset is None or face.track_id is None or frames_key is None:
         return None
-    return (id(faceset), frames_key, clip_index, int(face.track_id), use_lm, radius, tuple(cuts),
+    return (id(faceset), frames_key, clip_index, int(face.track_id), use_lm, radius, tuple(cuts), tuple(off),
             np.asarray(face.bbox, np.float64).tobytes(), np.asarray(face.kps, np.float64).tobytes())
 
 
@@ -157,14 +170,14 @@ def _remember(key, entry, faceset) -> None:
         _VIEWS.popitem(last=False)
 
 
-def _view(frame, face: Face, clip_index: int, key, lm68):
-    """(builtin.skin_view, {rule: why} of the sample rules that switched themselves off in it)."""
+def _view(frame, face: Face, clip_index: int, key, lm68, off=()):
+    """(builtin.skin_view, {rule: why} of the rules that switched themselves off in it)."""
     with rules_off.collecting() as notes:
-        view = builtin.skin_view(frame, face.bbox, face.kps, clip_index, key, lm68)
+        view = builtin.skin_view(frame, face.bbox, face.kps, clip_index, key, lm68, off)
     return view, notes
 
 
-def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()):
+def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=(), off=()):
     """Skin views of the chunk's faces plus, for video, those of the same tracks in the
     +-radius frames around the chunk (read through the context): the pool the temporal fits
     and medians draw on. Every view depends on its own frame only. Also returns, per chunk
@@ -178,12 +191,12 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
     use_lm = all(it.lm is not None for it in items)
     roll_lm = use_lm and analyzer is not None and getattr(analyzer, "supports_landmarks", False)
     cache = faceset is not None and reader is not None and radius > 0 and (roll_lm or not use_lm)
-    keys_ = [_view_key(faceset, frames_key, first + it.i, it.face, use_lm, radius, cuts)
+    keys_ = [_view_key(faceset, frames_key, first + it.i, it.face, use_lm, radius, cuts, off)
              if cache and key_of(it.face) is not None else None for it in items]
     hits = [_cached(k, faceset) for k in keys_]
     todo = [a for a, v in enumerate(hits) if v is None]
     made = map_frames(lambda it: _view(frames[it.i], it.face, first + it.i, key_of(it.face),
-                                       it.face.landmarks if use_lm else None),
+                                       it.face.landmarks if use_lm else None, off),
                       [items[a] for a in todo])
     for a, vn in zip(todo, made):
         hits[a] = vn
@@ -209,7 +222,7 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
             continue
         for f in faceset.frames[i].faces:
             if key_of(f) in keys:
-                k = _view_key(faceset, frames_key, i, f, use_lm, radius, cuts)
+                k = _view_key(faceset, frames_key, i, f, use_lm, radius, cuts, off)
                 hit = _cached(k, faceset)
                 if hit is not None:
                     pool.append(hit[0])
@@ -223,7 +236,7 @@ def _skin_views(frames, items, context, first: int, radius: int, key_of, cuts=()
             if any(by_frame):
                 analyzer.landmarks68([imgs[i] for i in roll], by_frame)
         made = map_frames(lambda n: _view(imgs[n[0]], n[1], n[0], key_of(n[1]),
-                                          n[1].landmarks if use_lm else None), need)
+                                          n[1].landmarks if use_lm else None, off), need)
         for (_, _, k), vn in zip(need, made):
             _remember(k, vn, faceset)
             pool.append(vn[0])

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from ..parallel import map_frames
-from . import beside, chroma, temporal, texture, wires
+from . import beside, chroma, rules, rules_off, temporal, texture, wires
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
@@ -46,9 +46,13 @@ class SkinView:
     ring: np.ndarray | None = None          # glasses frames around them in map space (fit_views)
     busy: np.ndarray | None = None          # texture.busy: pseudo skin distance of busy pixels above the brows
     off: np.ndarray | None = None           # chroma.off_hue: pseudo skin distance of colours skin never has
+    skin_d2: np.ndarray | None = None       # the colour model's own distance (before the other rules' max)
+    red: np.ndarray | None = None           # occlusion.redder_than_skin's pseudo skin distance
+    dropped: dict | None = None             # skin samples each sample rule dropped ({rule: n})
 
 
-def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> SkinView:
+def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None, off=()) -> SkinView:
+    """``off``: the rules switched off (``rules.NAMES``); the sample and texture rules run here."""
     h, w = frame.shape[:2]
     x0, y0, x1, y1 = (float(v) for v in bbox)
     size = max(x1 - x0, y1 - y0, 8.0)
@@ -70,11 +74,25 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None) -> 
     sm = occ.skin_sample_mask(shape, lm, local)
     sat = np.ascontiguousarray(sat, np.float32)
     sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
-    sm[sm] = chroma.plausible(lab[sm])                  # goggles over the upper cheeks are not a skin tone
-    if lm is not None:                                  # nor the background past a turned cheek
-        sm[sm] = beside.not_background(lab, sm, occ.skin_sample_mask(shape, lm, local, nose_only=True), lm)
+    dropped = {}
+    if rules.enabled(off, "plausible"):                 # goggles over the upper cheeks are not a skin tone
+        keep = chroma.plausible(lab[sm])
+        dropped["plausible"] = int(keep.size - np.count_nonzero(keep))
+        sm[sm] = keep
+    if lm is not None and rules.enabled(off, "beside"):     # nor the background past a turned cheek
+        keep = beside.not_background(lab, sm, occ.skin_sample_mask(shape, lm, local, nose_only=True), lm)
+        dropped["beside"] = int(keep.size - np.count_nonzero(keep))
+        sm[sm] = keep
+    elif rules.enabled(off, "beside"):
+        rules_off.note("beside", "five points only: the band beside the face needs the 68 landmarks")
+    busy = None
+    if rules.enabled(off, "texture"):
+        busy = texture.busy(lab[..., 0], lm, local, size * s)
+        if size * s <= texture.MIN_FACE:
+            rules_off.note("texture", f"a {size * s:.0f} px face at work scale (under {texture.MIN_FACE:.0f}): its "
+                                      "brows' and hairline's edges would read as texture")
     return SkinView(clip_index, key, np.asarray(kps, np.float32), m, lab, lab[sm], hue=hue, sat=sat,
-                    hue_samples=hue[sm & (sat >= 0.15)], busy=texture.busy(lab[..., 0], lm, local, size * s))
+                    hue_samples=hue[sm & (sat >= 0.15)], busy=busy, dropped=dropped)
 
 
 def roll_radius(radius: int) -> int:
@@ -86,17 +104,17 @@ def roll_radius(radius: int) -> int:
     return 2 * radius if radius > 0 else 0
 
 
-def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of) -> None:
+def fit_views(targets: list[SkinView], pool: list[SkinView], radius: int, shot_of, off=()) -> None:
     """Each target view's colour model is fitted on the skin samples of its track within
     +-radius frames (one frame's fit wobbles with noise; a window's does not), then its skin
     distance map is computed."""
     keys, index = [v.key for v in pool], [v.clip_index for v in pool]
     # Each fit writes only its own view and reads the others' samples: views on threads.
     todo = list({id(v): v for v in targets if v.lab is not None and not v.fitted}.values())
-    map_frames(lambda v: _fit(v, pool, keys, index, radius, shot_of), todo)
+    map_frames(lambda v: _fit(v, pool, keys, index, radius, shot_of, off), todo)
 
 
-def _fit(v: SkinView, pool: list[SkinView], keys, index, radius: int, shot_of) -> None:
+def _fit(v: SkinView, pool: list[SkinView], keys, index, radius: int, shot_of, off=()) -> None:
     group = [pool[b] for b in temporal.window(v.key, v.clip_index, keys, index, radius, shot_of)]
     if not any(g is v for g in group):
         group.append(v)
@@ -108,25 +126,30 @@ def _fit(v: SkinView, pool: list[SkinView], keys, index, radius: int, shot_of) -
     if len(x) > MAX_SAMPLES:                 # deterministic thinning: the same set, the same fit
         x = x[np.linspace(0, len(x) - 1, MAX_SAMPLES).astype(np.int64)]
     # A retry after a fit that raised starts clean: no half-computed map may survive it.
-    v.d2 = v.off = v.lens = v.ring = v.glasses = None
+    v.d2 = v.off = v.lens = v.ring = v.glasses = v.skin_d2 = v.red = None
     v.model = occ.fit_skin(x)
     v.hue_floor = None
     if v.model is not None:
-        v.d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+        # The colour model's distance is the base every other rule's evidence is maxed into;
+        # with the skin rule off the base is 0 (the model still locates the lit skin for glare).
+        v.skin_d2 = v.model.distance2(v.lab.reshape(-1, 3)).reshape(v.lab.shape[:2])
+        v.d2 = v.skin_d2.copy() if rules.enabled(off, "skin") else np.zeros_like(v.skin_d2)
         hs = [g.hue_samples for g in group if g.hue_samples is not None]
         h = np.concatenate(hs) if hs else np.zeros(0, np.float32)
         v.hue_floor = float(occ.percentile1(h, 5)) if len(h) >= 30 else None
-        if v.hue_floor is not None:
-            np.maximum(v.d2, occ.redder_than_skin(v.hue, v.sat, v.hue_floor), out=v.d2)
+        if v.hue_floor is not None and rules.enabled(off, "redder"):
+            v.red = occ.redder_than_skin(v.hue, v.sat, v.hue_floor)
+            np.maximum(v.d2, v.red, out=v.d2)
         # Sky, foliage, blue objects: a hue skin never has (chroma.py); not judged on the
         # lips either (skin_view zeroes their saturation).
-        angle = chroma.skin_angle(x)
+        angle = chroma.skin_angle(x) if rules.enabled(off, "off_hue") else None
         if angle is not None:
             v.off = chroma.off_hue(v.lab, *angle, v.sat > 0)
             np.maximum(v.d2, v.off, out=v.d2)
         # Glasses: the frame stays an occluder, a see-through (tinted) lens is not one.
-        eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
-        v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
+        if rules.enabled(off, "glasses"):
+            eyes = cv2.transform(np.asarray(v.kps[None, :2], np.float64), v.m)[0]
+            v.d2, v.lens, v.ring, v.glasses = glasses_mod.see_through_lenses(v.d2, v.lab, eyes, x)
     # Only now: views are cached across chunks, so a view marked before its fit and left unfitted
     # by an exception would go without a model for the rest of the clip (issue 50).
     v.fitted = True
@@ -162,47 +185,9 @@ def _apply_one(it, view: SkinView, pool: list[SkinView], pool_keys, pool_index, 
     np.maximum(d2, own, out=d2, where=own > strong)
     it.info["skin"] = {**view.model.to_json(), "hue_floor": None if view.hue_floor is None
                        else round(view.hue_floor, 1)}
-    inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
-    lm = None if it.lm is None else it.lm * s
     if opts.builtin_occlusion:
-        thr = occ.threshold_d2(opts.occlusion_sensitivity)
-        zones = occ.feature_zones(shape, lm, it.kps * s)
-        skin_l = float(view.model.means[:, 0].max())
-        own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
-
-        def voted(x0, y0, x1, y1, own_l=own_l, group=group, mats=mats, skin_l=skin_l):
-            # Lightness voted on like the skin distance (in the box asked for): glare is
-            # judged from its shape, which must not flip with one frame's noise.
-            own = np.nan_to_num(own_l[y0:y1, x0:x1], nan=skin_l)
-            return temporal.median(own, [temporal.warp_by(v.lab[..., 0], _shifted(mats[id(v)], x0, y0),
-                                                          (y1 - y0, x1 - x0)) for v in group[1:]], scratch=True)
-        cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, occ.Light(own_l, skin_l, voted))
-        if view.busy is not None and view.busy.max() > texture.THRESHOLD_D2 / 4:
-            # Hats, headbands, hair above the brows (texture.py), voted like the skin distance
-            # and judged apart from it: merged into it, a busy brim joined the brows and the
-            # eye make-up below them into one blob reaching past the feature zones, and the
-            # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
-            cut |= occ.occluder_mask(_voted(view, group, mats, shape, "busy")[1], inside, zones,
-                                     opts.occlusion_sensitivity)
-        if view.off is not None and any(v.off is not None and v.off.max() > thr for v in group):
-            # A colour skin never has is an object, never light: judged again without the glare
-            # test, which took bright goggles with a brighter rim for a highlight fading in
-            # (their lightness rises in two steps) and swapped the source's eyes over them.
-            cut |= occ.occluder_mask(_voted(view, group, mats, shape, "off")[1], inside, zones,
-                                     opts.occlusion_sensitivity)
-        ring = None
-        if view.ring is not None:       # glasses frames found by their shape are occluders as found
-            ring = _ring(view, group, shape, mats) & inside
-            cut |= ring
-        hard = _up(cut, it.shape)
-        it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
-        if view.lens is not None and ring is not None and LENS_OPEN:
-            lens = _ring(view, group, shape, mats, "lens") & inside
-            glasses_mod.open_lenses(it.parts["occlusion"], _up(lens, it.shape), _up(ring, it.shape), it.size)
-        if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
-            m_view = view.m.copy()
-            m_view[:, 2] += view.m[:, :2] @ it.origin
-            glasses_mod.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
+        inside = cv2.resize((it.patch.mask > 0).astype(np.uint8), shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
+        _cut_occluders(it, view, group, mats, shape, d2, inside, s, opts)
     if opts.mouth == "on" or (opts.mouth == "auto" and it.patch.info.get("source_mouth")):
         nonskin = None if it.lm is not None else _up(d2 > 16.0, it.shape)
         keep, info = mouth_mod.keep_mask(it.shape, it.lm, it.kps, opts.mouth_size, opts.mouth_feather,
@@ -210,6 +195,68 @@ def _apply_one(it, view: SkinView, pool: list[SkinView], pool_keys, pool_index, 
         it.info.update(info)
         if info["mouth_open"]:
             it.parts["mouth"] = keep
+
+
+
+def _cut_occluders(it, view: SkinView, group: list[SkinView], mats: dict, shape, d2: np.ndarray, inside: np.ndarray,
+                   s: float, opts) -> None:
+    """The occlusion part of one face from its voted skin distance ``d2`` (on the patch map of
+    ``shape``, at work scale ``s``) and the enabled rules' own passes; counts each rule's pixels in
+    the face's ``rules`` record. ``group``/``mats``: the view and its window's views, their transforms."""
+    lm = None if it.lm is None else it.lm * s
+    rec = it.info["rules"] if "rules" in it.info else rules.record(opts.rules_off)
+    thr = occ.threshold_d2(opts.occlusion_sensitivity)
+    zones = occ.feature_zones(shape, lm, it.kps * s)
+    skin_l = float(view.model.means[:, 0].max())
+    own_l = temporal.warp_by(view.lab[..., 0], mats[id(view)], shape)
+
+    def voted(x0, y0, x1, y1, own_l=own_l, group=group, mats=mats, skin_l=skin_l):
+        # Lightness voted on like the skin distance (in the box asked for): glare is
+        # judged from its shape, which must not flip with one frame's noise.
+        own = np.nan_to_num(own_l[y0:y1, x0:x1], nan=skin_l)
+        return temporal.median(own, [temporal.warp_by(v.lab[..., 0], _shifted(mats[id(v)], x0, y0),
+                                                      (y1 - y0, x1 - x0)) for v in group[1:]], scratch=True)
+    light = occ.Light(own_l, skin_l, voted) if rules.enabled(opts.rules_off, "glare") else None
+    found: dict = {}
+    cut = occ.occluder_mask(d2, inside, zones, opts.occlusion_sensitivity, light, found)
+    # Per rule, the pixels of this cut its own evidence on this frame flags (rules.py)
+    by_rule = {name: cut & (temporal.warp_by(m, mats[id(view)], shape) > thr)
+               for name, m in (("skin", view.skin_d2), ("redder", view.red), ("off_hue", view.off))
+               if m is not None}
+    if view.busy is not None and view.busy.max() > texture.THRESHOLD_D2 / 4:
+        # Hats, headbands, hair above the brows (texture.py), voted like the skin distance
+        # and judged apart from it: merged into it, a busy brim joined the brows and the
+        # eye make-up below them into one blob reaching past the feature zones, and the
+        # target's eyes were cut out of the swap with it (the ltx clip's frames 24-26).
+        by_rule["texture"] = occ.occluder_mask(_voted(view, group, mats, shape, "busy")[1], inside, zones,
+                                               opts.occlusion_sensitivity)
+        cut |= by_rule["texture"]
+    if view.off is not None and any(v.off is not None and v.off.max() > thr for v in group):
+        # A colour skin never has is an object, never light: judged again without the glare
+        # test, which took bright goggles with a brighter rim for a highlight fading in
+        # (their lightness rises in two steps) and swapped the source's eyes over them.
+        off_cut = occ.occluder_mask(_voted(view, group, mats, shape, "off")[1], inside, zones,
+                                    opts.occlusion_sensitivity)
+        by_rule["off_hue"] = by_rule["off_hue"] | off_cut
+        cut |= off_cut
+    ring = None
+    if view.ring is not None:       # glasses frames found by their shape are occluders as found
+        ring = _ring(view, group, shape, mats) & inside
+        by_rule["glasses"] = ring
+        cut |= ring
+    px = it.shape[0] * it.shape[1] / (shape[0] * shape[1])     # patch pixels per map pixel
+    for name, m in by_rule.items():
+        rules.count(rec, name, np.count_nonzero(m) * px)
+    rules.count(rec, "glare", found.get("glare", 0) * px)
+    hard = _up(cut, it.shape)
+    it.parts["occlusion"] = occ.soften(hard, opts.erode * it.size, max(opts.blur * it.size, 1.0))
+    if view.lens is not None and ring is not None and LENS_OPEN:
+        lens = _ring(view, group, shape, mats, "lens") & inside
+        glasses_mod.open_lenses(it.parts["occlusion"], _up(lens, it.shape), _up(ring, it.shape), it.size)
+    if view.lens is not None:       # the swapped eyes seen through the target's tinted lenses
+        m_view = view.m.copy()
+        m_view[:, 2] += view.m[:, :2] @ it.origin
+        glasses_mod.tint_lenses(it.patch.pixels, it.patch.mask, view.lens, view.lab, m_view)
 
 
 def keep_wires(it, frame: np.ndarray) -> None:
@@ -220,9 +267,28 @@ def keep_wires(it, frame: np.ndarray) -> None:
     crop = frame[y0:y0 + it.shape[0], x0:x0 + it.shape[1]]
     hard, info = wires.lines(crop, it.kps, it.lm)
     it.info["wires"] = info.get("wire_px", 0)
-    if info.get("wire_px"):
+    keep_pixels(it, "wires", hard)
+
+
+def keep_pixels(it, rule: str, hard: np.ndarray) -> None:
+    """A full-resolution rule's finds (bool over the patch) keep the target's pixels exactly, on top
+    of the occlusion part, and count in the face's ``rules`` record. The rules that find their own
+    pixels at patch resolution come through here: ``wires`` and, where a hand detector is wired
+    in, the ``hands`` slot (a rule entry in ``rules.RULES`` and a step beside ``keep_wires`` in
+    ``refine_masks``: ``keep_pixels(it, "hands", in_patch(it, hand_masks(...)[k]))``)."""
+    n = int(np.count_nonzero(hard))
+    if "rules" in it.info:
+        rules.count(it.info["rules"], rule, n)
+    if n:
         part = wires.keep_part(hard)
         it.parts["occlusion"] = np.minimum(it.parts["occlusion"], part) if "occlusion" in it.parts else part
+
+
+def in_patch(it, frame_map: np.ndarray) -> np.ndarray:
+    """A frame-sized map (``hands.hand_masks``' per-face masks: 255 = keep) as a bool map over the
+    face's patch, for ``keep_pixels``."""
+    x0, y0 = (int(v) for v in it.origin)
+    return frame_map[y0:y0 + it.shape[0], x0:x0 + it.shape[1]] > 0
 
 
 def _voted(view: SkinView, group: list[SkinView], mats: dict, shape, attr: str) -> tuple[np.ndarray, np.ndarray]:

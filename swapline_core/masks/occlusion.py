@@ -257,10 +257,10 @@ def threshold_d2(sensitivity: float = 1.0) -> float:
 
 
 def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensitivity: float = 1.0,
-                  light: Light | None = None) -> np.ndarray:
+                  light: Light | None = None, report: dict | None = None) -> np.ndarray:
     """Hard occluder map (bool) inside ``inside`` (the face's paste area), from the squared
     skin distance ``d2`` (``SkinModel.distance2``). ``light`` lets ``_glare`` tell sunlit skin
-    from a bright object."""
+    from a bright object; ``report`` gets ``glare``: the candidate pixels it released."""
     thresh = threshold_d2(sensitivity)
     d2 = cv2.GaussianBlur(d2.astype(np.float32), (0, 0), 2.0)    # edges that do not crawl with noise
     cand = ((d2 > thresh) & inside).astype(np.uint8)
@@ -281,7 +281,10 @@ def occluder_mask(d2: np.ndarray, inside: np.ndarray, zones: np.ndarray, sensiti
     occ &= touches | (comp >= 0.03 * area)
     occ[0] = False
     if light is not None and occ.any():
-        occ &= ~_glare(labels, stats, occ, light, inside)
+        glare = _glare(labels, stats, occ, light, inside)
+        if report is not None:
+            report["glare"] = int(stats[glare, cv2.CC_STAT_AREA].sum())
+        occ &= ~glare
     mask = occ[labels]
     # Lens glare or a speck of skin colour inside an occluder is still the occluder.
     k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..backends.cache import file_sha256
 from ..errors import SwaplineError
+from . import rules
 
 OCCLUSION_MODES = ("off", "builtin", "model", "builtin+model")
 MOUTH_MODES = ("auto", "on", "off")
@@ -46,6 +47,7 @@ class MaskOptions:
     erode: float = 0.0                    # grows every cut by this fraction of the face size
     blur: float = 0.02                    # feather of the cuts, fraction of the face size
     temporal: int = 2                     # median over +-N frames of a track (0: off)
+    rules_off: tuple[str, ...] = ()       # built-in occluder rules switched off (rules.NAMES)
 
     def __post_init__(self):
         if self.occlusion not in OCCLUSION_MODES:
@@ -60,6 +62,7 @@ class MaskOptions:
             raise SwaplineError(f"unknown face region(s) {bad}; choose from {', '.join(REGIONS)}")
         if self.region_path and not self.regions:
             raise SwaplineError("a face parser was chosen but no region is selected")
+        object.__setattr__(self, "rules_off", rules.parse_off(self.rules_off))
         bad = [a for a in self.areas if a not in AREAS]
         if bad:
             raise SwaplineError(f"unknown landmark area(s) {bad}; choose from {', '.join(AREAS)}")
@@ -87,7 +90,8 @@ class MaskOptions:
             return "swapper's own paste mask only"
         parts = []
         if self.builtin_occlusion:
-            parts.append("built-in skin-colour occluder")
+            parts.append("built-in skin-colour occluder" + (f" without {', '.join(self.rules_off)}"
+                                                            if self.rules_off else ""))
         if self.model_occlusion:
             parts.append("XSeg occluder model")
         if self.region_path:
@@ -106,6 +110,8 @@ class MaskOptions:
         out["parser"] = _file_stamp(self.region_path)
         out["regions"] = list(self.regions) if self.region_path else []
         out["areas"] = list(self.areas)
+        if self.rules_off:      # absent when all are on: the keys of jobs made before the switch still match
+            out["rules_off"] = list(self.rules_off)
         return out
 
 

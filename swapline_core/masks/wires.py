@@ -11,7 +11,10 @@ pixels on *both* sides of it, while the two sides agree with each other (a ridge
 long enough to be an object rather than a pore or a lash. It is measured at frame resolution in
 the band around the eyes, in Lab, for eight directions. What is not judged: the eye openings and
 a margin around them (lashes, lids and creases are lines too, and belong to the eye the swap
-replaces). A line found elsewhere in the band (a frame's rim, its bridge over the nose, a temple
+replaces). Nor are the brows: a thin brow is a line too, and one that lies mostly on a brow
+(``brows``) is the face's own (issue 49: a synthetic 2 px brow 0.33 eye distances above the eyes
+was kept as 122 px of "wire frame"); a frame's upper rim there is one line with the rest of its
+rim, so the frame stays. A line found elsewhere in the band (a frame's rim, its bridge over the nose, a temple
 toward the ear, a strand of hair) keeps the target's pixels exactly: a one-pixel line blended at
 half strength is still painted over.
 """
@@ -27,6 +30,8 @@ MIN_LENGTH = 0.35       # a line's extent, in eye distances: longer than a pore,
 THICK = 5               # px: a line is thinner; what survives an opening this wide is a blob
 MAX_THICK_SHARE = 0.25  # a line's pixels that may lie in such blobs (where it crosses a lash, a brow)
 EYE_MARGIN = 0.12       # eye distances around each eye opening that are not judged (lashes, lids)
+BROW_REACH = 0.1        # eye distances either side of a brow's line (68 points) that count as the brow
+BROW_SHARE = 0.6        # a line with this share of its pixels on the brows is a brow, not a frame
 # Larger faces are judged shrunk to this eye distance (px): the cost stays that of a ~180 px face
 # (a 720p close-up's band at full size took 0.37 s per face), and a frame drawn to the face's
 # scale (1.5-3 % of the eye distance) is still 1-2 px wide there.
@@ -86,6 +91,25 @@ def eye_openings(shape, lm: np.ndarray | None, kps: np.ndarray, iod: float) -> n
     return cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))).astype(bool)
 
 
+def brows(shape, lm: np.ndarray | None, kps: np.ndarray, iod: float) -> np.ndarray:
+    """Where the brows lie: their landmark lines grown by :data:`BROW_REACH` (68 points), or with
+    five points a band 0.2-0.5 eye distances above each eye (where brows sit, ``texture``)."""
+    m = np.zeros(shape[:2], np.uint8)
+    if lm is not None:
+        t = max(1, int(round(2 * BROW_REACH * iod)))
+        for sl in (slice(17, 22), slice(22, 27)):
+            cv2.polylines(m, [np.rint(lm[sl]).astype(np.int32)], False, 1, t)
+        return m.astype(bool)
+    kps = np.asarray(kps, np.float64)
+    up = (kps[0] + kps[1]) / 2 - kps[2]
+    up = up / max(float(np.linalg.norm(up)), 1e-6)
+    ang = float(np.degrees(np.arctan2(kps[1, 1] - kps[0, 1], kps[1, 0] - kps[0, 0])))
+    for e in kps[:2]:
+        c = e + 0.35 * iod * up
+        cv2.ellipse(m, (int(round(c[0])), int(round(c[1]))), (int(0.4 * iod), int(0.15 * iod)), ang, 0, 360, 1, -1)
+    return m.astype(bool)
+
+
 def lines(rgb: np.ndarray, kps: np.ndarray, lm: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """(thin lines over the eye band, bool over ``rgb``; what was found). ``kps``/``lm`` in the
     coordinates of ``rgb``."""
@@ -105,13 +129,16 @@ def lines(rgb: np.ndarray, kps: np.ndarray, lm: np.ndarray | None = None) -> tup
     lab = cv2.cvtColor(crop.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
     cand = (ridge(lab) > MIN_CONTRAST).astype(np.uint8)
     shift = np.array([x0, y0], np.float64)
-    cand[eye_openings(cand.shape, None if lm is None else (np.asarray(lm, np.float64) - shift) * s,
-                      (kps - shift) * s, iod * s)] = 0
+    lm_c = None if lm is None else (np.asarray(lm, np.float64) - shift) * s
+    cand[eye_openings(cand.shape, lm_c, (kps - shift) * s, iod * s)] = 0
     n, labels, stats, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
+    on_brow = np.bincount(labels[brows(cand.shape, lm_c, (kps - shift) * s, iod * s) & cand.astype(bool)],
+                          minlength=n)
     thick = cv2.morphologyEx(cand, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (THICK, THICK)))
     thick_px = np.bincount(labels[thick.astype(bool)], minlength=n)
     extent = np.hypot(stats[:, cv2.CC_STAT_WIDTH], stats[:, cv2.CC_STAT_HEIGHT])
     keep = (extent >= MIN_LENGTH * iod * s) & (thick_px <= MAX_THICK_SHARE * stats[:, cv2.CC_STAT_AREA])
+    keep &= on_brow < BROW_SHARE * stats[:, cv2.CC_STAT_AREA]
     keep[0] = False
     found = keep[labels]
     if s < 1.0:

@@ -135,3 +135,57 @@ def test_faces_without_glasses_keep_little():
     print(f"\n[masks] wires on faces without thin frames: median {np.median(shares):.2%}, max {max(shares):.2%} "
           "of the face hull")
     assert max(shares) < 0.015, f"thin-line rule keeps {max(shares):.1%} of a face without wire frames"
+
+
+def _synthetic_face(brow_px: int = 2, frame: bool = False):
+    """A skin-coloured 300 px crop, eyes 100 px apart, thin dark brows 0.33 eye distances above
+    the eyes (issue 49's case), optionally a 1 px wire frame; the five points and the 68 points the
+    wire test reads (eyes 36-47, brows 17-26) placed where they are drawn."""
+    rng = np.random.default_rng(0)
+    img = np.full((300, 300, 3), (190, 140, 115), np.float32) + rng.normal(0, 1.5, (300, 300, 3))
+    img = np.clip(img, 0, 255).astype(np.uint8)
+    iod = 100.0
+    eyes = np.array([[100.0, 150.0], [200.0, 150.0]])
+    kps = np.array([eyes[0], eyes[1], [150.0, 200.0], [115.0, 240.0], [185.0, 240.0]])
+    lm = np.zeros((68, 2))
+    for k, e in enumerate(eyes):
+        t = np.linspace(0, 2 * np.pi, 6, endpoint=False)
+        lm[36 + 6 * k:42 + 6 * k] = e + np.stack([0.15 * iod * np.cos(t), 0.05 * iod * np.sin(t)], 1)
+        xs = e[0] + np.linspace(-0.25, 0.25, 5) * iod
+        ys = e[1] - 0.33 * iod - 0.06 * iod * (1 - (np.linspace(-1, 1, 5)) ** 2)
+        lm[17 + 5 * k:22 + 5 * k] = np.stack([xs, ys], 1)
+        cv2.polylines(img, [np.rint(lm[17 + 5 * k:22 + 5 * k]).astype(np.int32)], False, (70, 45, 35), brow_px)
+    truth = np.zeros(img.shape[:2], np.uint8)
+    if frame:
+        for e in eyes:
+            cv2.ellipse(truth, (int(e[0]), int(e[1])), (int(0.44 * iod), int(0.3 * iod)), 0, 0, 360, 1, 1)
+        cv2.line(truth, (144, 150), (156, 150), 1, 1)
+        img[truth.astype(bool)] = COLOURS["silver"]
+    return img, kps, lm, truth.astype(bool)
+
+
+@pytest.mark.parametrize("with_landmarks", [True, False])
+def test_thin_brows_are_not_wires(with_landmarks):
+    """Issue 49: a 2 px brow 0.33 eye distances above the eyes was kept as 122 px of wire frame."""
+    img, kps, lm, _ = _synthetic_face()
+    found, info = wires.lines(img, kps, lm if with_landmarks else None)
+    print(f"\n[masks] thin brows ({'68' if with_landmarks else '5'} points): {int(found.sum())} px kept as wires")
+    assert int(found.sum()) == 0, f"thin brows kept as {int(found.sum())} px of wire frame ({info})"
+    # the rule still sees them as ridges: without the brow test they would be kept
+    brow_free = wires.BROW_SHARE
+    try:
+        wires.BROW_SHARE = 2.0
+        assert int(wires.lines(img, kps, lm if with_landmarks else None)[0].sum()) > 50, "no brow ridge: shows nothing"
+    finally:
+        wires.BROW_SHARE = brow_free
+
+
+@pytest.mark.parametrize("with_landmarks", [True, False])
+def test_a_wire_frame_over_thin_brows_is_still_kept(with_landmarks):
+    img, kps, lm, truth = _synthetic_face(frame=True)
+    found, _ = wires.lines(img, kps, lm if with_landmarks else None)
+    seen = cv2.dilate(found.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    rim = truth & ~wires.eye_openings(truth.shape, lm if with_landmarks else None, kps, 100.0)
+    share = seen[rim].mean()
+    print(f"\n[masks] wire frame over thin brows: {share:.1%} of its pixels kept")
+    assert share >= 0.9, f"only {share:.1%} of the wire frame kept"
