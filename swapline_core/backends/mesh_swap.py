@@ -82,11 +82,13 @@ def _facing(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
 
 
 def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror: np.ndarray,
-                     hidden: np.ndarray | None = None):
+                     hidden: np.ndarray | None = None, adjacency: tuple | None = None):
     """(T, 3) source vertex ids each target triangle takes its texture from, and which of them are
     mirrored: the triangle itself, or its mirror partner where the source's own triangle faces away
     (``MIRROR_SHARE``) or is hidden behind the nose or a cheek in the source photo (``hidden``,
-    from ``visible_share``), and the partner is not."""
+    from ``visible_share``), and the partner is not. ``adjacency``: (``neighbours``,
+    ``_partner_triangle``) of ``tris``, when the caller keeps them (they cost ~25 ms to build)."""
+    nbrs, partner_tri = adjacency or (neighbours(tris), _partner_triangle(tris, mirror))
     own = _facing(src, tris)
     partner = mirror[tris]
     # the partner's vertices listed in the mirrored order run the other way round
@@ -94,12 +96,12 @@ def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror:
     useful = theirs > 0
     unseen = np.zeros(len(tris), bool) if hidden is None else np.asarray(hidden, bool)
     if hidden is not None:
-        useful &= ~unseen[_partner_triangle(tris, mirror)]
+        useful &= ~unseen[partner_tri]
     flip = useful & ((own <= MIRROR_SHARE * theirs) | unseen | (_facing(dst, tris) <= 0))
     # a mirrored triangle alone among its own (the side of the nose of a slightly turned source)
     # brings the other side's light into a speck: mirror regions only, at least two of its three
     # neighbours mirrored too
-    flip &= (flip[neighbours(tris)] .sum(axis=1) >= 2)
+    flip &= flip[nbrs].sum(axis=1) >= 2
     return np.where(flip[:, None], partner, tris), flip
 
 
@@ -239,6 +241,7 @@ class MeshSwapper(FaceSwapper):
         self.skin = skin_triangles(self.tris)
         self.pasted = ~np.isin(self.tris, UPPER_OVAL).any(axis=1)
         self.nose_under = np.isin(self.tris, NOSE_UNDER).all(axis=1)
+        self.adjacency = (neighbours(self.tris), _partner_triangle(self.tris, self.mirror))
         self._sources: dict[str, np.ndarray] = {}
 
     @property
@@ -314,7 +317,7 @@ class MeshSwapper(FaceSwapper):
         patch_f = frame[y0:y1, x0:x1].astype(np.float32)
         d = np.array(dst, np.float32)
         d[:, :2] -= np.array([x0, y0], np.float32)
-        src_tris, flipped = source_triangles(src, d, self.tris, self.mirror, hidden)
+        src_tris, flipped = source_triangles(src, d, self.tris, self.mirror, hidden, self.adjacency)
         label = rasterise(d, self.tris, patch_f.shape[:2])
         d = d[:, :2]
         warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
