@@ -1,6 +1,6 @@
 """Per-face readings of defects a viewer rejects and the older metrics do not see (issue 48).
 
-All three compare the result with the target on the same crop and regions as
+Each compares the result with the target on the same crop and regions as
 :func:`metrics_image.image_metrics` (work scale, 68-point regions, the target's occluders left out):
 
 - ``detail_ratio``: the result's fine detail (mean |Laplacian| of grey) over the target's on the face
@@ -10,7 +10,11 @@ All three compare the result with the target on the same crop and regions as
   whole face evenly, a dark smudge or a bright patch on the forehead does not;
 - ``edge_loss``: of the target's strong edges around the features and over the face (glasses frames,
   lens edges, hair strands; the eyes, brows and lips themselves are left out), the share the result
-  lost (its gradient under half the target's): glasses painted over, lens edges cut.
+  lost (its gradient under half the target's): glasses painted over, lens edges cut;
+- ``feature_contrast``: the contrast of the result's eyes, brows and lips against the target's (RMS
+  of a band-pass of lightness at the features' own scale, 0.02-0.05 face sizes, over the target's
+  feature regions): a ghost face, washed out or half showing the target through, reads low (< 1).
+  Measured in face sizes, so the face's pixel size does not set the reading.
 """
 from __future__ import annotations
 
@@ -23,6 +27,12 @@ STRONG_EDGE = 24.0     # grey-level gradient (Sobel magnitude) that counts as a 
 STRONG_SHARE = 0.85    # ... and at least this quantile of the region's gradients
 LOST = 0.5             # the result keeps less than this share of the edge's gradient: lost
 MIN_PIXELS = 16
+# feature contrast: the band (Gaussian sigmas, in face sizes) holds the features' own structure
+# (eye whites against iris and lid, brow against skin, lip line); finer is texture and noise,
+# coarser is the face's shading. The floors keep a tiny face's band above one pixel.
+CONTRAST_BAND = (0.02, 0.05)
+CONTRAST_FLOOR = (0.5, 0.8)
+CONTRAST_EPS = 0.05    # L* units added to both energies: a flat target does not divide by zero
 
 
 def _grad(grey: np.ndarray) -> np.ndarray:
@@ -35,7 +45,8 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
                    occ: np.ndarray) -> dict:
     """``o``/``s``: target/result RGB crops; ``lo``/``ls`` their Lab; ``reg``: face_regions;
     ``occ``: the target's occluders on the crop (bool)."""
-    out: dict = {"detail_ratio": None, "blotch": None, "edge_loss": None}
+    out: dict = {"detail_ratio": None, "blotch": None, "edge_loss": None,
+                 "feature_contrast": feature_contrast(lo, ls, reg, occ)}
     hull = reg["hull"]
     go = cv2.cvtColor(o, cv2.COLOR_RGB2GRAY).astype(np.float32)
     gs = cv2.cvtColor(s, cv2.COLOR_RGB2GRAY).astype(np.float32)
@@ -59,3 +70,29 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
         if strong.sum() >= MIN_PIXELS:
             out["edge_loss"] = float((grs[strong] < LOST * gro[strong]).mean())
     return out
+
+
+def _band_rms(light: np.ndarray, mask: np.ndarray, s1: float, s2: float) -> float:
+    d = cv2.GaussianBlur(light, (0, 0), s1) - cv2.GaussianBlur(light, (0, 0), s2)
+    v = d[mask]
+    return float(np.sqrt(np.mean(v * v)))
+
+
+def feature_contrast(lo: np.ndarray, ls: np.ndarray, reg: dict, occ: np.ndarray) -> float | None:
+    """Band-pass energy of the result's lightness over the target's on the target's eyes, brows and
+    lips (grown a little, inside the hull, occluders left out); None with too few pixels. Both
+    blurs run on the features' box grown by three of the coarser sigma, not on the whole crop."""
+    feats = reg["features"] & reg["hull"] & ~occ
+    if feats.sum() < MIN_PIXELS:
+        return None
+    s1 = max(CONTRAST_FLOOR[0], CONTRAST_BAND[0] * reg["size"])
+    s2 = max(CONTRAST_FLOOR[1], CONTRAST_BAND[1] * reg["size"])
+    pad = int(np.ceil(3 * s2))
+    x, y, w, h = cv2.boundingRect(feats.astype(np.uint8))
+    y0, x0 = max(0, y - pad), max(0, x - pad)
+    y1, x1 = min(feats.shape[0], y + h + pad), min(feats.shape[1], x + w + pad)
+    box = (slice(y0, y1), slice(x0, x1))
+    m = feats[box]
+    eo = _band_rms(np.ascontiguousarray(lo[box][..., 0]), m, s1, s2)
+    es = _band_rms(np.ascontiguousarray(ls[box][..., 0]), m, s1, s2)
+    return float((es + CONTRAST_EPS) / (eo + CONTRAST_EPS))
