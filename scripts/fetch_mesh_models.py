@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Extract the built-in mesh analyzer's models from the mediapipe 0.10.21 wheel.
+"""Extract the built-in mesh analyzer's and the hand occluder's models from the mediapipe 0.10.21 wheel.
 
-The models (BlazeFace short range, the 468-point face mesh, the iris model: Apache-2.0 per their
-MediaPipe model cards) ship only inside the ``mediapipe`` wheel, which pins numpy < 2 and so can
-never be installed beside ComfyUI. The wheel is downloaded (``pip download --no-deps``, never
-installed), only the members below are extracted, each is checked against the sha256 recorded in
-``swapline_core/backends/mesh_models.py``, and the mesh's triangle list is written beside them
-(taken from ``mediapipe/python/solutions/face_mesh_connections.py``, whose tessellation lists
-each triangle's three edges in order).
+The models (BlazeFace short range, the 468-point face mesh, the iris model, the full palm detector
+and the lite hand landmark model: Apache-2.0 per their MediaPipe model cards) ship only inside the
+``mediapipe`` wheel, which pins numpy < 2 and so can never be installed beside ComfyUI. The wheel
+is downloaded (``pip download --no-deps``, never installed), only the members below are extracted,
+each is checked against the sha256 recorded in ``swapline_core/backends/mesh_models.py``, and the
+mesh's triangle list is written beside them (taken from
+``mediapipe/python/solutions/face_mesh_connections.py``, whose tessellation lists each triangle's
+three edges in order).
 
 Setup-time helper, not part of the pack (which never starts subprocesses or downloads).
 Idempotent: when every file is present with its digest nothing is downloaded.

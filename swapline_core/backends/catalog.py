@@ -151,7 +151,13 @@ DIFFUSION_MODELS = (
           ("face_landmark.tflite", "MediaPipe 468-point face mesh (built-in mesh)",
            "MediaPipe Face Mesh", 1242398, "1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30c814"),
           ("iris_landmark.tflite", "MediaPipe iris and eye contour landmarks (built-in mesh)",
-           "MediaPipe Iris", 2640568, "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"))),
+           "MediaPipe Iris", 2640568, "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"),
+          ("palm_detection_full.tflite", "MediaPipe palm detector, full (the hand occluder)",
+           "Model Card Hand Tracking (Lite/Full) with Fairness", 2339846,
+           "1b14e9422c6ad006cde6581a46c8b90dd573c07ab7f3934b5589e7cea3f89a54"),
+          ("hand_landmark_lite.tflite", "MediaPipe 21-point hand landmarks, lite (the hand occluder)",
+           "Model Card Hand Tracking (Lite/Full) with Fairness", 2071597,
+           "048edd3645c9bf7397d19a9f6e3a42957d6e414c9bea6598030a2e9b624156e6"))),
 )
 
 

@@ -60,6 +60,22 @@ FILES = {
                          "face_mesh_triangles"),
 }
 
+# The hand occluder's models (Apache-2.0 per the "MediaPipe Hands" model card), same wheel. Not in
+# RUNTIME: the analyzer never reads them; ``check_hands`` checks them for the hand occluder. The
+# full palm detector and the lite landmark model (docs/models.md: the lite detector put hands on
+# hair beside faces, the full landmark model costs 1.8x the lite one for points 5 % of a hand apart).
+PALM = "palm_detection_full.tflite"
+HAND = "hand_landmark_lite.tflite"
+HANDS = (PALM, HAND)
+FILES.update({
+    PALM: ModelFile(f"{_M}palm_detection/{PALM}",
+                    "1b14e9422c6ad006cde6581a46c8b90dd573c07ab7f3934b5589e7cea3f89a54", 2339846,
+                    "palm_detection_full"),
+    HAND: ModelFile(f"{_M}hand_landmark/{HAND}",
+                    "048edd3645c9bf7397d19a9f6e3a42957d6e414c9bea6598030a2e9b624156e6", 2071597,
+                    "hand_landmark_lite"),
+})
+
 _lock = threading.Lock()
 _verified: dict[tuple, bool] = {}
 _interpreters: dict[tuple, tuple] = {}
@@ -132,6 +148,22 @@ def describe_missing(bad: list[str], folder: str | Path | None = None) -> str:
     folder = _folder(folder)
     return (f"the built-in mesh analyzer's model file(s) {', '.join(bad)} are missing from (or differ in) "
             f"the folder {folder}: {_how_to_fix(folder)}")
+
+
+def check_hands(folder: str | Path | None = None, names=HANDS) -> None:
+    """The hand occluder's files present and unaltered, else one error naming them, the folder
+    and how to extract them."""
+    folder = _folder(folder)
+    bad = missing_or_changed(folder, names)
+    if bad:
+        members = " ".join(FILES[n].member for n in bad)
+        raise MeshModelsMissing(
+            f"the hand occluder's model file(s) {', '.join(bad)} are missing from (or differ in) the folder "
+            f"{folder}: run `{FETCH_COMMAND}` in Swapline's folder (scripts/setup.sh does; it extracts them "
+            f"from the mediapipe {MEDIAPIPE_VERSION} wheel and never installs it), or by hand: `pip download "
+            f"mediapipe=={MEDIAPIPE_VERSION} --no-deps --only-binary=:all: -d DIR` then `unzip -j "
+            f"DIR/mediapipe-{MEDIAPIPE_VERSION}-*.whl {members} -d {folder}` (docs/models.md)")
+    _interpreter_class()
 
 
 def _interpreter_class():
