@@ -75,11 +75,7 @@ def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None, off
     sat = np.ascontiguousarray(sat, np.float32)
     sat[occ.mouth_region(shape, lm, local)] = 0.0       # no hue test on the lips
     dropped = {}
-    if rules.enabled(off, "plausible"):                 # goggles over the upper cheeks are not a skin tone
-        keep = chroma.plausible(lab[sm])
-        dropped["plausible"] = int(keep.size - np.count_nonzero(keep))
-        sm[sm] = keep
-    if lm is not None and rules.enabled(off, "beside"):     # nor the background past a turned cheek
+    if lm is not None and rules.enabled(off, "beside"):     # the background past a turned cheek is not skin
         keep = beside.not_background(lab, sm, occ.skin_sample_mask(shape, lm, local, nose_only=True), lm)
         dropped["beside"] = int(keep.size - np.count_nonzero(keep))
         sm[sm] = keep

@@ -18,16 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import rules_off
-
 MIN_CHROMA = 4.0        # Lab chroma below which hue angle is noise (weighted in over 4..8)
 ANGLE_MARGIN = 45.0     # degrees past the skin's own spread at which a pixel reaches the threshold
 MIN_SAMPLES = 30
-# Lab hue angles skin takes under white to warm light, between red (0) and yellow (90): red light
-# pushes it toward 0, tungsten toward 90; with room on both sides. And the chroma from which a hue
-# outside them is not a shade of skin but an object's colour.
-SKIN_HUES = (-30.0, 110.0)
-PLAUSIBLE_CHROMA = 10.0
 
 
 def skin_angle(samples: np.ndarray) -> tuple[float, float] | None:
@@ -69,22 +62,3 @@ def _wrap180(x: np.ndarray) -> np.ndarray:
     x -= np.float32(180.0)
     return x
 
-
-def plausible(samples: np.ndarray) -> np.ndarray:
-    """Which Lab skin samples may be skin: False for a colour skin never has (blue, cyan, green,
-    chroma above ``PLAUSIBLE_CHROMA``), unless such colours are most of the samples (the light
-    itself is coloured: then all are kept).
-
-    Why: the samples are the cheeks and the nose by the landmarks, and goggles or a visor cover
-    their upper part; fitted as a skin tone, the goggles' colour was "skin" everywhere, and the
-    swap painted the source's eyes over them (issue 30's bright goggles: Lab (90, -9, -9) became
-    one of the model's two tones)."""
-    x = np.asarray(samples, np.float32).reshape(-1, 3)
-    a, b = x[:, 1], x[:, 2]
-    ang = np.degrees(np.arctan2(b, a))
-    ok = (np.hypot(a, b) <= PLAUSIBLE_CHROMA) | ((ang >= SKIN_HUES[0]) & (ang <= SKIN_HUES[1]))
-    if ok.mean() >= 0.5:
-        return ok
-    rules_off.note("chroma.plausible", f"{100 * (1 - ok.mean()):.0f} % of the skin samples have colours skin never "
-                                       "has (coloured light?): all kept")
-    return np.ones(len(x), bool)

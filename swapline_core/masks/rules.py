@@ -50,15 +50,13 @@ RULES: tuple[Rule, ...] = (
                   "tests", KEPT, "wires"),
     Rule("glare", "a bright blob whose edge fades in like light is sunlit skin, not an object: swapped",
          "px released", "occlusion._glare"),
-    Rule("plausible", "skin samples of a colour skin never has (goggles over the cheeks) are not fitted as skin",
-         "samples dropped", "chroma.plausible"),
     Rule("beside", "skin samples that match the background beside a turned face are not fitted as skin",
          "samples dropped", "beside.not_background"),
 )
 NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
 BY_NAME = {r.name: r for r in RULES}
-# the sample rules' own switch-off notes (``rules_off.note``) by rule name
-NOTE_OF = {"chroma.plausible": "plausible", "beside.not_background": "beside"}
+# the sample rule's own switch-off note (``rules_off.note``) by rule name
+NOTE_OF = {"beside.not_background": "beside"}
 
 
 def parse_off(names: str | Iterable[str] | None) -> tuple[str, ...]:

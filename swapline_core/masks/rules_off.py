@@ -1,12 +1,13 @@
-"""Which skin-sample rules switched themselves off for a face, for that face's record.
+"""Which rules switched themselves off for a face, for that face's record.
 
-Why: ``chroma.plausible`` and ``beside.not_background`` keep every sample when their rule would
-drop half of them or more (coloured light; an unusual face rather than a background). That is
-the right call, but it was silent: a face masked without the rule looked, in the swap report,
-like any other (issue 50). Both rules run deep inside ``builtin.skin_view``, whose bool answers
-are used in place, so they note the switch-off here and the mask stack collects the notes around
-each ``skin_view`` call (on the same thread: a context variable, so threads never mix notes)
-and puts them in the face's ``masks`` record as ``skin_rules_off``.
+Why: ``beside.not_background`` keeps every skin sample when it would drop half of them or more
+(an unusual face rather than a background), ``beside`` needs the 68 landmarks and ``texture`` a
+face of ``texture.MIN_FACE`` px. That is the right call, but it was silent: a face masked without
+the rule looked, in the swap report, like any other (issue 50). These rules run deep inside
+``builtin.skin_view``, whose answers are used in place, so they note the switch-off here and the
+mask stack collects the notes around each ``skin_view`` call (on the same thread: a context
+variable, so threads never mix notes) and puts them in the face's ``masks.rules`` record (and the
+skin-sample rule's, keyed by function, as ``skin_rules_off``).
 """
 from __future__ import annotations
 

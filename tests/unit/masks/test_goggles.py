@@ -1,10 +1,12 @@
-"""Goggles over the eyes are kept (``chroma.plausible`` and the off-hue pass in ``builtin.apply``).
+"""A light cyan goggle band drawn over the eyes (issue 30's synthetic case): the face around it is
+still swapped, not cut away with it.
 
-Two things let the swap paint the source's eyes over a light cyan goggle band (issue 30: yield 0 on
-the development set's goggles, every frame reverted by the QA gate): the band covers the upper
-cheeks and the nose bridge where the skin samples are taken, so the colour model learned its colour
-as a skin tone; and where it did not, the glare rule took the band, brighter still at its rim, for a
-highlight fading in. A colour skin never has is neither a skin tone nor light.
+Whether the band itself is kept is no longer asserted. The rule that kept it (skin samples of a
+colour skin never has were not fitted as a skin tone: the band covers the upper cheeks and the
+nose bridge where the samples are taken) moved no paste mask of any face labelled by eye
+(docs/measurements/occluder_rules.md), so it was removed (issue 49 item 4: a rule no labelled face
+needs goes). Without it 45.6 % of the band's pixels are kept (100 % with it, 2026-12-06): the
+synthetic goggles case is not covered; docs/quality.md says so. The share is printed, not judged.
 """
 import sys
 from pathlib import Path
@@ -12,34 +14,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from ltx_swap import LTX, SOURCE  # noqa: E402
 from occluders import goggles  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.masks import chroma  # noqa: E402
-
 TOL = 8
 SAMPLE = ROOT / "assets" / "samples" / "kling_avatar_clip.mp4"    # the shipped sample: its red glasses under the band
-
-
-def _lab(rgb):
-    return cv2.cvtColor(np.array([[rgb]], np.uint8), cv2.COLOR_RGB2Lab).astype(np.float32)[0, 0] * [100 / 255, 1, 1] \
-        - [0, 128, 128]
-
-
-def test_plausible_skin_samples():
-    rng = np.random.default_rng(1)
-    skin = np.stack([_lab((150 + d, 100 + d, 75 + d)) for d in rng.integers(-30, 30, 300)])
-    grey = np.stack([_lab((120 + d, 130 + d, 138 + d)) for d in rng.integers(-20, 20, 40)])   # sky-lit, chroma < 10
-    cyan = np.stack([_lab((150 + d, 225, 245)) for d in rng.integers(-10, 10, 120)])
-    ok = chroma.plausible(np.concatenate([skin, grey, cyan]))
-    assert ok[:340].all(), "skin or a grey, sky-lit tone dropped"
-    assert not ok[340:].any(), "cyan goggles kept as skin samples"
-    # under blue light most samples are blue: the light is coloured, every sample stays
-    assert chroma.plausible(np.concatenate([skin[:50], cyan])).all()
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +65,7 @@ def swapped_under_goggles(tmp_path_factory):
     return frames, masks, results
 
 
-def test_goggles_are_kept_and_the_face_below_swapped(swapped_under_goggles):
+def test_the_face_around_goggles_is_swapped(swapped_under_goggles):
     frames, masks, out = swapped_under_goggles
     tot = keep = 0
     below = []
@@ -94,5 +76,4 @@ def test_goggles_are_kept_and_the_face_below_swapped(swapped_under_goggles):
         below.append(int((changed & ~m).sum()))
     print(f"\n[masks] goggles over the eyes: {keep / tot:.1%} of their pixels kept; pixels swapped around them "
           f"per frame {below}")
-    assert keep / tot >= 0.95, f"only {keep / tot:.1%} of the goggles kept"
     assert min(below) > 200, f"the face around the goggles not swapped: {below}"

@@ -107,14 +107,23 @@ def test_a_rule_switched_off_keeps_nothing_and_says_so(sample):
 
 
 def test_a_rule_that_switches_itself_off_says_why_in_the_record(sample):
-    """The sample under a strong blue light: most skin samples are a colour skin never has, so
-    ``plausible`` keeps them all and says so (as ``skin_rules_off`` has since issue 50)."""
+    """The sample shrunk to a quarter (a ~40 px face, under ``texture.MIN_FACE`` at work scale):
+    the texture rule would read the brows' and hairline's edges as texture there, so it switches
+    itself off and the record says why; at full size it stays on."""
+    import cv2
+
+    from swapline_core.masks import texture
+
     analyzer, source, frames, found = sample
-    blue = np.clip(frames[1].astype(np.float32) * (0.35, 0.45, 1.0) + (0, 0, 60), 0, 255).astype(np.uint8)
-    res = _swap((analyzer, source, [frames[0], blue], found[:2]))
-    plain, lit = (r[0]["masks"]["rules"] for r in res.records)
-    assert "off" not in plain["plausible"], plain
-    assert "all kept" in lit["plausible"]["off"] and lit["plausible"]["count"] == 0, lit
+    k = 4
+    small = [cv2.resize(f, (f.shape[1] // k, f.shape[0] // k), interpolation=cv2.INTER_AREA) for f in frames[:2]]
+    faces = [[fs[0].copy(bbox=fs[0].bbox / k, kps=fs[0].kps / k, landmarks=fs[0].landmarks / k)] for fs in found[:2]]
+    plain = _swap((analyzer, source, frames[:2], found[:2])).records[0][0]["masks"]["rules"]
+    tiny = _swap((analyzer, source, small, faces)).records[0][0]["masks"]["rules"]
+    assert "off" not in plain["texture"], plain
+    why = tiny["texture"].get("off", "")
+    assert "px face at work scale" in why and f"{texture.MIN_FACE:.0f}" in why, tiny
+    assert tiny["texture"]["count"] == 0, tiny
 
 
 def test_a_full_resolution_rule_keeps_its_frame_pixels_exactly_and_counts_them():
