@@ -21,7 +21,6 @@ Run: OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_classical
 """
 from __future__ import annotations
 
-import datetime
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 CLIPS = REPO / "tests" / ".cache" / "media"
-OUT = REPO / "docs" / "measurements" / "classical_swap.md"
 
 VARIANTS = [
     ("defaults", {}),
@@ -130,7 +128,7 @@ def self_source(an, frames, faces):
 def main() -> None:
     import argparse
 
-    # No options: --help only says what it does (a run takes a few minutes and rewrites OUT).
+    # No options: --help only says what it does (a run takes minutes; it rewrites classical_swap.md).
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     from swapline_core.backends.classical import ClassicalSwapper
 
@@ -197,18 +195,9 @@ def competence_rows(an, t1, t1_faces, clips):
 
 
 def write(ident, expr, sens, comp, seconds: float) -> None:
-    from bench.machine import machine_info
+    from bench.section import write_lines
 
-    mi = machine_info()
-    machine = (f"{mi['cpu_model']}, {mi['cpu_count']} CPUs, {mi['memory_gb']} GiB, {mi['platform']}, "
-               f"Python {mi['python']}, OpenCV {mi['opencv']}, dlib {mi['dlib']}, commit {mi['git_commit']}"
-               f"{' (uncommitted changes)' if mi['git_dirty'] else ''}, load {mi['load_average_at_start']}")
-
-    lines = ["# Classical swapper: calibration and expression transfer", "",
-             "Measured by `bench/calibrate_classical.py` (docstring there says exactly how).", "",
-             "- command: `OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_classical`",
-             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-             f"- machine: {machine}", f"- run time: {seconds:.0f} s", "",
+    lines = [f"Run time {seconds:.0f} s.", "",
              "## Identity on t1.jpg (source: Tom Hanks)", "",
              "Margin = dlib distance to the original target - distance to the source, over the six faces.", "",
              "| variant | min margin | mean margin |", "|---|---|---|"]
@@ -233,9 +222,9 @@ def write(ident, expr, sens, comp, seconds: float) -> None:
               "| images | faces | yaw (5 pt) | yaw (68 pt) | max pitch | guards |", "|---|---|---|---|---|---|"]
     lines += [f"| {n} | {k} | {a[0]:.0f}-{a[1]:.0f} | {b[0]:.0f}-{b[1]:.0f} | {p:.0f} | "
               + ", ".join(f"{c}: {v}" for c, v in sorted(cnt.items())) + " |" for n, k, a, b, p, cnt in comp]
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {OUT}")
+    print("wrote " + write_lines("classical_swap", "Classical swapper: calibration and expression transfer",
+                                 "Measured by `bench/calibrate_classical.py` (docstring there says exactly how).",
+                                 "OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_classical", lines))
 
 
 if __name__ == "__main__":

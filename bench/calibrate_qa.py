@@ -42,11 +42,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
-from bench.machine import machine_info  # noqa: E402
+from bench.section import write_lines  # noqa: E402
 from swapline_core.qa import decide, gate  # noqa: E402
 
 JSON_OUT = REPO / "swapline_core" / "qa" / "thresholds.json"
-DOC_OUT = REPO / "docs" / "measurements" / "qa_thresholds.md"
 
 # threshold field -> (metric, "min"/"max", the known-bad case made for it)
 CALIBRATED = {
@@ -248,9 +247,6 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
         "generated_by": "bench/calibrate_qa.py", "doc": "docs/measurements/qa_thresholds.md",
         "date": meta["date"], "frames": meta["frames"], "thresholds": keep}, indent=1) + "\n")
     lines = [
-        "# QA gate thresholds (generated)", "",
-        f"Written by `{meta['command']}` on {meta['date']} \u2014 do not edit by hand; rerun the script.", "",
-        f"Machine: {meta['machine']}", "",
         (f"Clip: `assets/samples/kling_avatar_clip.mp4`, first {meta['frames']} frames, largest face tracked, "
         "source `assets/samples/source_face.png`, built-in analyzer (MTCNN + dlib, recognizer `dlib_resnet_v1`). "
         "Cases: `bench/qa_cases.py`. Known-good: the swap pipeline's real output (classical swapper, default "
@@ -297,8 +293,9 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
               "chroma shift (CIELAB a*, b*) of the worse face half; seam_ratio boundary gradient energy "
               "result/target; occluder_overwrite, bleed, offface, changed shares of the face (see "
               "`swapline_core/qa/metrics_image.py`)."), ""]
-    DOC_OUT.parent.mkdir(parents=True, exist_ok=True)
-    DOC_OUT.write_text("\n".join(lines))
+    write_lines("qa_thresholds", "QA gate thresholds (generated)",
+                "Chosen by `bench/calibrate_qa.py` (module docstring); also written to "
+                "`swapline_core/qa/thresholds.json`.", meta["command"], lines)
 
 
 def main(argv=None) -> int:
@@ -331,11 +328,8 @@ def main(argv=None) -> int:
     chosen, rows = choose(part(records, "choose"), current)
     th = replace(current, **chosen)
     checks = verify(part(records, "judge"), th)
-    m = machine_info()
     meta.update(command=f"python -m bench.calibrate_qa --frames {args.frames}" + (" --reuse" if args.reuse else ""),
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                machine=f"{m.get('cpu_model') or '?'}, {m.get('cpu_count', '?')} CPUs, "
-                        f"load {m.get('load_average_at_start')}, python {m.get('python', '?')}")
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     write(chosen, rows, checks, meta, th)
     for c in checks:
         print(c)

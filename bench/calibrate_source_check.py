@@ -13,15 +13,11 @@ it is not.
 """
 from __future__ import annotations
 
-import datetime
 import time
 
 import cv2
 import numpy as np
 
-from .paths import REPO
-
-OUT = REPO / "docs" / "measurements" / "source_check.md"
 COMMAND = "OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_source_check"
 
 
@@ -112,17 +108,9 @@ def main() -> None:
 
 
 def write(rows, sweep_rows, sc, seconds: float) -> None:
-    from bench.machine import machine_info
+    from bench.section import write_lines
 
-    mi = machine_info()
-    machine = (f"{mi['cpu_model']}, {mi['cpu_count']} CPUs, {mi['memory_gb']} GiB, {mi['platform']}, "
-               f"Python {mi['python']}, OpenCV {mi['opencv']}, commit {mi['git_commit']}"
-               f"{' (uncommitted changes)' if mi['git_dirty'] else ''}, load {mi['load_average_at_start']}")
-    lines = ["# Build Face Model: source check calibration", "",
-             "Measured by `bench/calibrate_source_check.py` (its docstring says how each photo is made).", "",
-             f"- command: `{COMMAND}`",
-             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-             f"- machine: {machine}", f"- run time: {seconds:.0f} s", "",
+    lines = [f"Run time {seconds:.0f} s.", "",
              f"Thresholds (`swapline_core/faces/source_check.py`): refused under {sc.REFUSE_IOD_PX:.0f} px between "
              f"the eyes; a warning under {sc.WARN_IOD_PX:.0f} px, or when no size down to {sc.WARN_IOD_PX:.0f} px "
              f"holds fine detail: {sc.MIN_DETAIL} or more (top band 0.3-0.5 cycles/px over mid band "
@@ -140,8 +128,9 @@ def write(rows, sweep_rows, sc, seconds: float) -> None:
               "verdict and, in brackets, where the face holds detail again.", "",
               "| source | eyes apart before enlarging (px) | x1.5 | x2 | x3 |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in sweep_rows]
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {OUT}")
+    print("wrote " + write_lines("source_check", "Build Face Model: source check calibration",
+                                 "Measured by `bench/calibrate_source_check.py` (its docstring says how each photo "
+                                 "is made).", COMMAND, lines))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,12 @@ collected the result. Their interval minus the seconds the worker reports for th
 ``overhead_share`` = median overhead / median worker chunk time (target <= 0.05). One chunk in
 flight per worker, so starts and finishes pair up in order per worker.
 
-Run: ``python -m bench.farm`` (writes out/bench/farm.json and docs/measurements/farm.md), or as
-the ``farm`` section of ``scripts/bench.sh`` (``--skip-farm`` to leave it out). ``--smoke``: a
-tiny batch, JSON only (docs are only written from a full run).
+Run: ``python -m bench.farm [--smoke] [--doc]`` (out/bench/farm.json; with --doc
+docs/measurements/farm.md), or as the ``farm`` section of ``scripts/bench.sh`` (``--skip-farm``
+to leave it out). ``--smoke``: a tiny batch, JSON only (pages are only written from a full run).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import statistics
@@ -38,9 +36,10 @@ import time
 from collections import defaultdict, deque
 from pathlib import Path
 
-from .paths import OUT, REPO, SAMPLE_CLIP, SOURCE_FACE, TARGET_REFERENCE, WORK, WORKFLOW
+from .machine import load_average
+from .paths import REPO, SAMPLE_CLIP, SOURCE_FACE, TARGET_REFERENCE, WORK, WORKFLOW
+from .section import Section, Target, cli, f, table
 
-TARGETS = {"speedup_2_vs_1": 1.7, "overhead_share": 0.05}
 MIN_CPUS_FOR_SPEEDUP = 4
 COMFY = REPO / ".comfy" / "ComfyUI"
 # Node ids of WORKFLOW: the clip loader, the source face image, the target reference image.
@@ -186,7 +185,7 @@ def run(jobs: int = 4, frames: int = 48, chunk_frames: int = 16, workers=(1, 2),
         ray.init(num_cpus=max(cpus, max(workers)), include_dashboard=False, log_to_driver=False)
     res = {"cpu_count": cpus, "cpu_count_physical": psutil.cpu_count(logical=False), "jobs": jobs,
            "frames_per_job": frames, "chunk_frames": chunk_frames, "workflow": str(WORKFLOW.relative_to(REPO)),
-           "load_average_at_start": _load(), "runs": {}, "targets": dict(TARGETS), "met": {}}
+           "load_average_at_start": load_average(), "runs": {}}
     try:
         for n in workers:
             log(f"farm: batch of {jobs} x {frames} frames with {n} worker(s)")
@@ -197,7 +196,7 @@ def run(jobs: int = 4, frames: int = 48, chunk_frames: int = 16, workers=(1, 2),
     finally:
         if started_ray:
             ray.shutdown()
-    res["load_average_at_end"] = _load()
+    res["load_average_at_end"] = load_average()
     one, two = res["runs"].get("1"), res["runs"].get("2")
     res["speedup_2_vs_1"] = round(two["frames_per_second"] / one["frames_per_second"], 3) if one and two else None
     runs = [r for r in res["runs"].values() if r["overhead_per_chunk_s_median"] is not None]
@@ -206,91 +205,41 @@ def run(jobs: int = 4, frames: int = 48, chunk_frames: int = 16, workers=(1, 2),
         chunk = statistics.median(r["chunk_seconds_median"] for r in runs)
         res["overhead_per_chunk_s"] = round(over, 4)
         res["overhead_share"] = round(over / chunk, 4) if chunk else None
-    res["met"]["speedup_2_vs_1"] = (None if res["speedup_2_vs_1"] is None or cpus < MIN_CPUS_FOR_SPEEDUP
-                                    else res["speedup_2_vs_1"] >= TARGETS["speedup_2_vs_1"])
-    res["met"]["overhead_share"] = (None if res.get("overhead_share") is None
-                                    else res["overhead_share"] <= TARGETS["overhead_share"])
     return res
 
 
-def _load():
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def rows(f: dict | None) -> list[list]:
-    """Target rows for the headline tables (bench/report.py, docs/measurements/farm.md)."""
-    from .report import _f
-
-    if not f:
-        return []
-    judged = f["met"].get("speedup_2_vs_1")
-    note = "" if judged is not None else f" (not judged: {f['cpu_count']} CPUs < {MIN_CPUS_FOR_SPEEDUP})"
-    return [[f"farm.speedup_2_vs_1 ({f['cpu_count']} CPUs){note}", _f(f.get("speedup_2_vs_1"), 2, "x"),
-             f">= {TARGETS['speedup_2_vs_1']}", _f(judged)],
-            [f"farm.overhead_share (median {_f(f.get('overhead_per_chunk_s'), 3)} s per chunk / chunk time)",
-             _f(f.get("overhead_share"), 3), f"<= {TARGETS['overhead_share']}", _f(f["met"].get("overhead_share"))]]
-
-
-def table(f: dict | None) -> list[str]:
-    if not f:
-        return ["(not run)"]
+def body(fm: dict) -> list[str]:
     head = ["workers", "wall s", "frames", "frames/s", "chunks", "chunk s (median)", "overhead/chunk s (median)",
             "overhead/chunk s (max)", "startup s"]
-    from .report import _table
-
-    return _table(head, [[n, r["wall_s"], r["frames"], r["frames_per_second"], r["chunks"], r["chunk_seconds_median"],
-                          r["overhead_per_chunk_s_median"], r["overhead_per_chunk_s_max"], r["startup_s"]]
-                         for n, r in f["runs"].items()])
-
-
-def doc(f: dict, machine: dict, run_stamp: dict) -> str:
-    from . import measurements, report
-
-    lines = measurements.header(
-        "Farm throughput and coordinator overhead: measurements",
-        f"The same batch ({f['jobs']} clips x {f['frames_per_job']} frames, chunks of {f['chunk_frames']} frames, "
-        f"`{f['workflow']}`) through swapline-farm with 1 and then 2 local CPU ComfyUI workers in one run. Method: "
-        "`bench/farm.py` (module docstring).", run_stamp, machine)
-    lines += ["## Targets", ""] + report._table(["metric", "measured", "target", "met"], rows(f)) + [""]
-    lines += ["## Per run", ""] + table(f) + [""]
-    lines += [f"Load average {f.get('load_average_at_start')} at start, {f.get('load_average_at_end')} at end, on "
-              f"{f['cpu_count']} logical CPUs ({f.get('cpu_count_physical')} physical).", ""]
-    lines += [f"The {TARGETS['speedup_2_vs_1']}x target needs at least {MIN_CPUS_FOR_SPEEDUP} *free* cores (two per "
-              "CPU worker: each ComfyUI decodes, analyses, swaps and encodes on its own cores). With fewer logical "
-              "CPUs it is not judged; with other load on the machine (the load average above) the two workers share "
-              "what is left, so the speedup measured here is a lower bound of what a dedicated machine gives.", ""]
-    return "\n".join(lines)
+    return ["## Per run", "", *table(head, [[n, r["wall_s"], r["frames"], r["frames_per_second"], r["chunks"],
+                                             r["chunk_seconds_median"], r["overhead_per_chunk_s_median"],
+                                             r["overhead_per_chunk_s_max"], r["startup_s"]]
+                                            for n, r in fm["runs"].items()]), "",
+            f"Median coordinator overhead {f(fm.get('overhead_per_chunk_s'))} s per chunk. Load average "
+            f"{fm.get('load_average_at_start')} at start, {fm.get('load_average_at_end')} at end, on "
+            f"{fm['cpu_count']} logical CPUs ({fm.get('cpu_count_physical')} physical).", "",
+            f"The speedup target needs at least {MIN_CPUS_FOR_SPEEDUP} *free* cores (two per CPU worker: each "
+            "ComfyUI decodes, analyses, swaps and encodes on its own cores). With fewer logical CPUs it is not "
+            "judged; with other load on the machine (the load average above) the two workers share what is left, so "
+            "the speedup measured here is a lower bound of what a dedicated machine gives."]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.farm", description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=4)
-    ap.add_argument("--frames", type=int, default=48, help="frames per clip (at most the sample's 48)")
-    ap.add_argument("--chunk-frames", type=int, default=16)
-    ap.add_argument("--smoke", action="store_true", help="2 jobs x 8 frames, chunks of 4; JSON only, no docs")
-    args = ap.parse_args(argv)
-    if args.smoke:
-        args.jobs, args.frames, args.chunk_frames = 2, 8, 4
-    from . import measurements
-    from .machine import machine_info
+def _few_cpus(fm: dict) -> str | None:
+    n = fm.get("cpu_count") or 0
+    return f"{n} CPUs < {MIN_CPUS_FOR_SPEEDUP}" if n < MIN_CPUS_FOR_SPEEDUP else None
 
-    t0 = time.perf_counter()
-    log = lambda m: print(f"[bench farm {time.perf_counter() - t0:7.1f}s] {m}", flush=True)
-    try:
-        f = run(args.jobs, args.frames, args.chunk_frames, log=log)
-    except RuntimeError as exc:
-        print(f"[bench farm] ERROR: {exc}", file=sys.stderr, flush=True)
-        return 1
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "farm.json").write_text(json.dumps({"farm": f, "smoke": args.smoke}, indent=1))
-    log(f"wrote {OUT / 'farm.json'}: speedup_2_vs_1={f['speedup_2_vs_1']} overhead_share={f.get('overhead_share')}")
-    if not args.smoke:
-        log(f"wrote {measurements.write_farm(f, machine_info())}")
-    return 0
 
+SECTION = Section(
+    name="farm", title="Farm throughput and coordinator overhead: measurements",
+    about=lambda fm: (f"The same batch ({fm['jobs']} clips x {fm['frames_per_job']} frames, chunks of "
+                      f"{fm['chunk_frames']} frames, `{fm['workflow']}`) through swapline-farm with 1 and then 2 "
+                      "local CPU ComfyUI workers in one run. Method: `bench/farm.py` (module docstring)."),
+    run=run, body=body,
+    targets=(Target("speedup_2_vs_1", ">=", 1.7, "frames/s with 2 workers / with 1", unjudged=_few_cpus),
+             Target("overhead_share", "<=", 0.05, "median coordinator overhead per chunk / median chunk time")),
+    full={"jobs": 4, "frames": 48, "chunk_frames": 16},
+    smoke={"jobs": 2, "frames": 4, "chunk_frames": 2},     # keeps 1 and 2 workers (the speedup path)
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(cli(SECTION, module="bench.farm"))

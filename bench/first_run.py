@@ -20,11 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import measurements
-from .machine import machine_info
 from .paths import REPO
-
-DOC = REPO / "docs" / "measurements" / "first_run.md"
+from .section import Section, execute, stamp, table, write
 
 
 def du(path: Path) -> int:
@@ -76,35 +73,35 @@ def run(keep: Path | None = None) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_doc(result: dict) -> Path:
-    run_info, machine = measurements.stamp(), machine_info()
-    run_info["command"] = "python -m bench.first_run"
-    lines = measurements.header(
-        "First run: scripts/demo.sh in a fresh clone",
-        "A clone of HEAD in an empty temporary folder (no `../shared`, no `SWAPLINE_*` variables), "
-        "nothing provisioned, then `scripts/demo.sh` twice. Peak memory is the largest single process "
-        "(the ComfyUI server). On a loaded machine the times are upper bounds.", run_info, machine)
+def body(result: dict) -> list[str]:
     f, s, d = result["first"], result["second"], result["disk_gib"]
-    lines += [f"- Commit: {result['commit']}", "",
-              "| | first run | second run |", "| --- | --- | --- |",
-              f"| wall time | {f['wall_s']} s | {s['wall_s']} s |",
-              f"| of which the demo's job | {f['demo_s']} s | {s['demo_s']} s |",
-              "",
-              f"Peak RSS of one process over both runs: {result['peak_rss_mb']} MB. "
-              f"Disk after the first run: `.venv` {d['.venv']} GiB, `.comfy` {d['.comfy']} GiB.", "",
-              "Setup steps of the first run (seconds until the next step began):", ""]
-    lines += [f"- {k[len('[setup] '):] if k.startswith('[setup] ') else k}: {v} s" for k, v in f["steps_s"].items()]
-    DOC.write_text("\n".join(lines) + "\n")
-    return DOC
+    return [f"Clone of commit {result['commit']}.", "",
+            *table(["", "first run", "second run"], [["wall time", f"{f['wall_s']} s", f"{s['wall_s']} s"],
+                                                     ["of which the demo's job", f"{f['demo_s']} s",
+                                                      f"{s['demo_s']} s"]]),
+            "", f"Peak RSS of one process over both runs: {result['peak_rss_mb']} MB. "
+            f"Disk after the first run: `.venv` {d['.venv']} GiB, `.comfy` {d['.comfy']} GiB.", "",
+            "Setup steps of the first run (seconds until the next step began):", "",
+            *[f"- {k[len('[setup] '):] if k.startswith('[setup] ') else k}: {v} s" for k, v in f["steps_s"].items()]]
+
+
+# Not a bench.run section (~10 min, a fresh clone and setup): this module's main runs it.
+SECTION = Section(
+    name="first_run", title="First run: scripts/demo.sh in a fresh clone",
+    about="A clone of HEAD in an empty temporary folder (no `../shared`, no `SWAPLINE_*` variables), nothing "
+          "provisioned, then `scripts/demo.sh` twice. Peak memory is the largest single process (the ComfyUI "
+          "server). On a loaded machine the times are upper bounds.",
+    run=lambda keep=None, log=print: run(Path(keep) if keep else None), body=body, full={}, smoke={},
+)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", type=Path, help="run in this (empty) folder and keep it")
     args = ap.parse_args()
-    result = run(args.keep)
-    print(result)
-    print(f"wrote {write_doc(result).relative_to(REPO)}", file=sys.stderr)
+    rec = execute(SECTION, {"keep": str(args.keep) if args.keep else None})
+    print(rec["data"])
+    print(f"wrote {write(SECTION, rec, stamp('python -m bench.first_run'))}", file=sys.stderr)
     return 0
 
 

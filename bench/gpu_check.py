@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .paths import OUT, REPO
+from .section import Section, Target
 
 GPU_BATCHES, CPU_BATCHES = (1, 8, 32), (1, 2)
 WORKFLOW = REPO / "workflows" / "api" / "video_swap.json"
@@ -220,11 +221,13 @@ def clips_for(cpu_fallback: bool, log=print) -> dict[str, Path]:
     return {label: media.generated_clip(120, log=log, size=size) for label, size in SIZES.items()}
 
 
-def run(cpu_fallback: bool, work: Path, names=None, variants=VARIANTS, log=print, repeats: int | None = None) -> dict:
+def run(cpu_fallback: bool, names=None, variants=VARIANTS, repeats: int | None = None, work: Path | None = None,
+        log=print) -> dict:
     from devtools.standins import NAMES
     from devtools.standins.export import build, size_row
 
     names = tuple(names or NAMES)
+    work = Path(work or OUT / "gpu_check" / "work")
     info = device_info()
     gpu = info["cuda"] and "CUDAExecutionProvider" in info["onnxruntime_providers"] and not cpu_fallback
     provider = "CUDA" if gpu else "CPU"
@@ -246,23 +249,21 @@ def run(cpu_fallback: bool, work: Path, names=None, variants=VARIANTS, log=print
     return result
 
 
-def doc(result: dict, stamp: dict, command: str) -> str:
+def body(result: dict) -> list[str]:
     from devtools.standins import module
 
     d = result["device"]
     gpu = result["mode"] == "gpu"
-    lines = ["# GPU path (issue 33)", "",
-             f"Command: `{command}`; {stamp.get('date')} (git {stamp.get('commit')}).", ""]
     if not gpu:
-        lines += ["**No GPU was available for this run.** The figures below are the CPU fallback "
-                  f"({d.get('cpu')}, onnxruntime {d['onnxruntime']}, providers "
-                  f"{', '.join(d['onnxruntime_providers'])}): "
-                  "they prove the code path, they are not GPU figures. On a machine with an NVIDIA GPU, "
-                  "`scripts/gpu_check.sh --doc` installs onnxruntime-gpu in its own overlay venv and rewrites "
-                  "this page with the GPU's name, driver, versions and date.", ""]
+        lines = ["**No GPU was available for this run.** The figures below are the CPU fallback "
+                 f"({d.get('cpu')}, onnxruntime {d['onnxruntime']}, providers "
+                 f"{', '.join(d['onnxruntime_providers'])}): "
+                 "they prove the code path, they are not GPU figures. On a machine with an NVIDIA GPU, "
+                 "`scripts/gpu_check.sh --doc` installs onnxruntime-gpu in its own overlay venv and rewrites "
+                 "this page with the GPU's name, driver, versions and date.", ""]
     else:
-        lines += [f"GPU: {d.get('gpu')} ({d.get('gpu_memory_gb')} GiB), driver {d.get('driver')}, CUDA (torch) "
-                  f"{d.get('torch_cuda')}, torch {d['torch']}, onnxruntime {d['onnxruntime']}.", ""]
+        lines = [f"GPU: {d.get('gpu')} ({d.get('gpu_memory_gb')} GiB), driver {d.get('driver')}, CUDA (torch) "
+                 f"{d.get('torch_cuda')}, torch {d['torch']}, onnxruntime {d['onnxruntime']}.", ""]
     lines += ["## Stand-ins against the published figures", "",
               "| model | role | parameters | published | ratio | G per item (convention) | published G |",
               "|---|---|---|---|---|---|---|"]
@@ -312,43 +313,65 @@ def doc(result: dict, stamp: dict, command: str) -> str:
                       "and the test suite's detector (MTCNN's O-Net in SCRFD form, not SCRFD-10G's cost) and "
                       "68-point landmark stand-ins; random swap weights make noise faces, so QA rejects them "
                       "(its cost is what is measured)."]
-    lines += ["", "## Targets (issue 33, on a lent H200)", "",
-              "Swap-only 1080p one face >= 60 fps end to end, >= 30 fps with GFPGAN, QA every frame <= 30 % of "
-              "the wall time, GPU memory <= 8 GB. On CPU: batch-N throughput >= batch-1 (batch gain >= 1) and "
-              "output unchanged (tests/unit/backends/test_batch_parity.py)."]
-    if not gpu:
-        lines += ["", "Not measured: this task was not lent a GPU (the `device` tool's status: not drawn)."]
-    return "\n".join(lines) + "\n"
+    lines += ["", "Output unchanged by batching: tests/unit/backends/test_batch_parity.py."]
+    return lines
+
+
+def figures(result: dict) -> dict:
+    e2e = result.get("end_to_end") or {}
+    gains = [r["batch_gain"] for r in result["models"] if r.get("batch_gain") is not None]
+    gpu_mb = [r["server_gpu_peak_mb"] for r in e2e.values() if r.get("server_gpu_peak_mb") is not None]
+    return {"fps 1080p swap": (e2e.get("1080p/swap") or {}).get("fps"),
+            "fps 1080p swap+gfpgan": (e2e.get("1080p/swap+gfpgan") or {}).get("fps"),
+            "qa_share 1080p": (e2e.get("1080p/swap+qa") or {}).get("qa_share"),
+            "gpu_memory_peak_mb": max(gpu_mb, default=None), "batch_gain_min": min(gains, default=None)}
+
+
+def _no_gpu(result: dict) -> str | None:
+    return None if result.get("mode") == "gpu" else "no GPU: CPU fallback"
+
+
+SECTION = Section(
+    name="gpu_check", page="gpu.md", title="GPU path (issue 33): measurements", opt_in=True,
+    about="Exact-size stand-ins per model at batch 1/8/32 through the pack's session code, and "
+          "`workflows/api/video_swap.json` end to end at 720p and 1080p on a real ComfyUI (swap only, + GFPGAN, QA "
+          "every frame). Targets from issue 33 (one lent H200). Method: `bench/gpu_check.py` (module docstring).",
+    run=run, figures=figures, body=body,
+    targets=(Target("fps 1080p swap", ">=", 60, "swap only, one face, end to end", unjudged=_no_gpu),
+             Target("fps 1080p swap+gfpgan", ">=", 30, "swap + GFPGAN, end to end", unjudged=_no_gpu),
+             Target("qa_share 1080p", "<=", 0.30, "QA on every frame: its share of the wall", unjudged=_no_gpu),
+             Target("gpu_memory_peak_mb", "<=", 8192, "the server's GPU memory, worst variant", unjudged=_no_gpu),
+             Target("batch_gain_min", ">=", 1.0, "ms per item at batch 1 / at the largest batch, worst model")),
+    full={"cpu_fallback": False}, smoke={"cpu_fallback": True},
+)
 
 
 def main(argv=None) -> int:
     import argparse
 
-    from . import measurements
+    from . import section
 
-    ap = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="scripts/gpu_check.sh", description=__doc__.splitlines()[0])
     ap.add_argument("--cpu-fallback", action="store_true", help="no GPU: tiny batches and clip, code path only")
     ap.add_argument("--models", default="", help="comma-separated stand-in names (default: all)")
     ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end workflow runs")
     ap.add_argument("--repeats", type=int, default=0, help="timed runs per batch size (default: 10 on GPU, 1 on CPU)")
-    ap.add_argument("--out", default=str(OUT / "gpu_check"), help="folder for gpu_check.json and the work files")
+    ap.add_argument("--out", default=str(OUT / "gpu_check"), help="folder for gpu_check.json, gpu.md and work files")
     ap.add_argument("--doc", action="store_true", help="also write docs/measurements/gpu.md")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
     out = Path(args.out)
-    result = run(args.cpu_fallback, out / "work", [n for n in args.models.split(",") if n] or None,
-                 () if args.no_e2e else VARIANTS, repeats=args.repeats or None)
-    from .machine import machine_info
-
-    stamp = {**measurements.stamp(), "commit": machine_info().get("git_commit")}
+    st = section.stamp("scripts/gpu_check.sh " + " ".join(argv))
+    rec = section.execute(SECTION, {"names": [n for n in args.models.split(",") if n] or None,
+                                    "variants": [] if args.no_e2e else list(VARIANTS),
+                                    "repeats": args.repeats or None, "work": str(out / "work")},
+                          smoke=args.cpu_fallback)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.json").write_text(json.dumps({"run": stamp, **result}, indent=1))
-    command = "scripts/gpu_check.sh " + " ".join(argv if argv is not None else sys.argv[1:])
-    page = doc(result, stamp, command)
-    (out / "gpu.md").write_text(page)
-    if args.doc:
-        path = measurements.DOCS / "gpu.md"
-        path.write_text(page)
-        print(f"wrote {path}")
+    (out / "gpu_check.json").write_text(json.dumps({"run": st, **rec["data"], "targets": rec["targets"]}, indent=1,
+                                                   default=str))
+    (out / "gpu.md").write_text(section.page(SECTION, rec, st))
+    if args.doc:     # the CPU fallback's page says plainly that no GPU was there
+        print(f"wrote {section.write(SECTION, {**rec, 'smoke': False}, st)}")
     print(f"wrote {out / 'gpu_check.json'}")
     return 0
 

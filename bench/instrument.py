@@ -1,5 +1,4 @@
-"""Which functions count as which stage. The same labels wrap both the naive baseline and our
-pipeline, so the two stage tables are directly comparable.
+"""Which functions count as which stage of our pipeline in the speed section (bench/speed.py).
 
 Model inference = detect + embed + landmarks + swap_model (the swapper's ONNX session). The
 classical swapper has no model: its whole ``swap`` is geometry and blending, i.e. not inference.
@@ -22,9 +21,9 @@ ROWS = (
     ("QA", None),           # not part of the video pipeline yet
     ("encode", ("encode",)),
 )
-# Itemised under "other": work ours does that no naive step matches (the mask stack and the
-# guards run inside Swap Faces in Frames; the naive baseline has neither).
-OTHER_LABELS = ("flow", "store", "replay", "select", "masks", "guards")
+# Itemised under "other": work between decode, the models and encode (the mask stack and the
+# guards run inside Swap Faces in Frames).
+OTHER_LABELS = ("flow", "store", "replay", "masks", "guards")
 
 
 class Target(NamedTuple):
@@ -51,9 +50,9 @@ class StaleTargetError(AttributeError):
     """A target names something the core no longer has (moved, renamed or no longer called)."""
 
 
-def targets(case, kind: str, naive_module=None) -> list[Target]:
-    """What to time in a ``kind`` ("naive" or "ours") run of ``case``; every owner/name is the one
-    the running code looks up (checked against the tree: ``check_exists``, ``check_called``)."""
+def targets(case) -> list[Target]:
+    """What to time in a run of ``case``; every owner/name is the one the running code looks up
+    (checked against the tree: ``check_exists``, ``check_called``)."""
     from swapline_core.backends import insightface_pack
     from swapline_core.backends.swappers import runner
     from swapline_core.faces import tracking
@@ -65,16 +64,13 @@ def targets(case, kind: str, naive_module=None) -> list[Target]:
     from swapline_core.video.write import VideoWriter
 
     analyzer, swapper = case.analyzer, case.swapper
-    ours = kind == "ours"
     neural = isinstance(swapper, runner.FamilySwapper)
     out = [
         Target(video_read, "iter_frames", "decode", gen=True),   # iter_chunks and FrameSequence go through it
         Target(analyzer, "detect", "detect"),
-        # naive embeds every frame; ours only on detection frames, and always in identity mode
-        Target(analyzer, "embed", "embed", required=ours or bool(analyzer.embedding_dim)),
-        # ours asks for landmarks only where the swapper needs them (swap.chunk.prepare_landmarks)
-        Target(analyzer, "landmarks68", "landmarks",
-               required=swapper.needs_landmarks if ours else analyzer.supports_landmarks),
+        Target(analyzer, "embed", "embed"),       # on detection frames (identity mode)
+        # landmarks only where the swapper needs them (swap.chunk.prepare_landmarks)
+        Target(analyzer, "landmarks68", "landmarks", required=swapper.needs_landmarks),
         Target(swapper, "swap", "swap"),
         Target(VideoWriter, "write", "encode"),
         Target(VideoWriter, "close", "encode"),
@@ -86,20 +82,16 @@ def targets(case, kind: str, naive_module=None) -> list[Target]:
         out += [Target(runner, "warp_crops", "align"),                     # swapper crops
                 Target(runner, "crop_to_patch", "paste"),                  # swapped crop back to a frame patch
                 Target(swapper.session, "run", "swap_model")]
-    if ours:
-        out += [
-            Target(swap_chunk, "apply_patches", "paste"),       # Swap Faces in Frames' paste-back
-            Target(swap_chunk, "refine_masks", "masks"),
-            Target(swap_chunk, "screen", "guards"),
-            Target(pipeline, "encode_layer_chunk", "store"),
-            Target(chunk_store.ChunkStore, "save", "store"),
-            Target(chunk_store.ChunkStore, "load", "store", required=False),   # only on resume / replay
-            Target(frames, "apply_layer_chunk", "replay"),
-            Target(tracking.FaceTracker, "_flow", "flow"),
-        ]
-    if naive_module is not None:
-        out += [Target(naive_module, "paste_full_frame", "paste"), Target(naive_module, "choose", "select")]
-    return out
+    return out + [
+        Target(swap_chunk, "apply_patches", "paste"),       # Swap Faces in Frames' paste-back
+        Target(swap_chunk, "refine_masks", "masks"),
+        Target(swap_chunk, "screen", "guards"),
+        Target(pipeline, "encode_layer_chunk", "store"),
+        Target(chunk_store.ChunkStore, "save", "store"),
+        Target(chunk_store.ChunkStore, "load", "store", required=False),   # only on resume / replay
+        Target(frames, "apply_layer_chunk", "replay"),
+        Target(tracking.FaceTracker, "_flow", "flow"),
+    ]
 
 
 def check_exists(items) -> None:
@@ -112,7 +104,7 @@ def check_exists(items) -> None:
             + ". They were moved or renamed: point targets() at the module that calls them now.")
 
 
-def check_called(items, calls: dict[str, int], kind: str) -> None:
+def check_called(items, calls: dict[str, int], kind: str = "speed") -> None:
     """Fail when a required target was patched but never ran: a stale import left behind in a
     module (the caller moved elsewhere) would otherwise time nothing and hide its stage."""
     idle = [t for t in items if t.required and not calls.get(t.name)]

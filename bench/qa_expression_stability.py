@@ -31,11 +31,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
-from bench.machine import machine_info  # noqa: E402
+from bench.section import write_lines  # noqa: E402
 from swapline_core.qa import decide, gate  # noqa: E402
 from swapline_core.qa.metrics_expression import MIN_TARGET_STD, MIN_WINDOW_FRAMES  # noqa: E402
 
-DOC_OUT = REPO / "docs" / "measurements" / "qa_expression_stability.md"
 VARIANTS = ("as built", "blur", "colour", "forehead", "eyes")
 
 
@@ -140,12 +139,7 @@ OLD_LIMIT = 0.264
 
 
 def write(rows: list[dict], frames: int, th: decide.QAThresholds) -> None:
-    m = machine_info()
     lines = [
-        "# QA expression reading: stability under unrelated pipeline changes (generated)", "",
-        f"Written by `python -m bench.qa_expression_stability --frames {frames}` on "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: do not edit by hand; rerun the script.", "",
-        f"Machine: {m.get('cpu_model') or '?'}, {m.get('cpu_count', '?')} CPUs, python {m.get('python', '?')}", "",
         (f"Sample clip, first {frames} frames; known-good `improved_swap` and known-bad `mouth_frozen_to_source` "
          "(`bench/qa_cases.py`), each as built and changed as a pipeline change far from the mouth would: "
          "blur (Gaussian sigma 1 px, whole result), colour (CIELAB L +3, a* -3, b* +6, whole result), forehead "
@@ -172,9 +166,9 @@ def write(rows: list[dict], frames: int, th: decide.QAThresholds) -> None:
         lines += ["", f"- {'expression_corr' if key == 'new' else 'landmark openings'}: rule limit spread "
                   f"{max(lims) - min(lims):.3f} ({min(lims):.3f}-{max(lims):.3f}), known-good worst window spread "
                   f"{max(worst) - min(worst):.3f}."]
-    lines.append("")
-    DOC_OUT.parent.mkdir(parents=True, exist_ok=True)
-    DOC_OUT.write_text("\n".join(lines))
+    write_lines("qa_expression_stability", "QA expression reading: stability under unrelated pipeline changes",
+                "Measured by `bench/qa_expression_stability.py` (module docstring).",
+                f"python -m bench.qa_expression_stability --frames {frames}", lines)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .paths import MODELS, SOURCE_FACE, TARGET_REFERENCE, WORKFLOW
+from .section import Section, Target
 
 INTERVAL_S = 0.1
 MB = 1024 * 1024
@@ -243,9 +244,58 @@ def stage_table(track: dict, swap: dict, qa: dict, node_seconds: dict, wall: flo
     detail["untimed"] = round(max(rows["other"] - sum(detail.values()), 0.0), 3)
     inference = (rows["detect"] + rows["embed"] + rows["align/landmarks"]
                  + qa.get("detect", 0.0) + qa.get("embed", 0.0))
+    core = inference + rows["decode"] + rows["encode"]
     pipeline_s = sum(node_seconds.get(k, 0.0) for k in STAGE_NODES)
     return {"seconds": rows, "other_detail": detail, "qa_detail": qa or None, "wall_s": round(wall, 3),
             "inference_s": round(inference, 3),
-            "non_inference_share": round(1.0 - inference / wall, 4) if wall > 0 else None,
+            "glue_share": round(1.0 - core / wall, 4) if wall > 0 else None,
             "fps": round(frames / wall, 3) if wall > 0 else None,
             "fps_pipeline_nodes": round(frames / pipeline_s, 3) if pipeline_s > 0 else None}
+
+
+def run(frames: dict, clip_size, log=print, server=None) -> dict:
+    """``frames``: label (short, long) -> frames of a clip generated at ``clip_size``. ``server``:
+    one running ComfyServer for every clip (the CI smoke's), else a fresh one per clip."""
+    from . import speed
+    from .paths import WORK
+
+    out = {"runs": {}, "peak_rss_mb": {}}
+    for label, n in frames.items():
+        clip = speed.clip_path(n, clip_size, log)
+        log(f"rss: {label} clip ({clip.name}) through a fresh ComfyUI server")
+        r = run_workflow(label, clip, WORK, log=log, server=server)
+        out["runs"][label], out["peak_rss_mb"][label] = r, r["peak_rss_mb"]
+        log(f"rss: {label}: peak {r['peak_rss_mb']:.0f} MB (idle {r['idle_rss_mb']:.0f} MB), {r['wall_s']:.1f} s")
+    short, long_ = out["peak_rss_mb"].get("short"), out["peak_rss_mb"].get("long")
+    out["peak_rss_ratio_long_vs_short"] = round(long_ / short, 3) if short and long_ else None
+    return out
+
+
+def body(data: dict) -> list[str]:
+    from . import stages
+    from .section import f, table
+
+    runs = data["runs"]
+    lines = ["## Per clip", ""] + table(
+        ["clip", "frames", "prompt wall s", "fps (prompt)", "fps (track..encode nodes)", "idle RSS MB", "peak RSS MB",
+         "frames with face", "detector frames"],
+        [[label, r["frames"], f(r["wall_s"], 1), f(r["stages"]["fps"], 2), f(r["stages"].get("fps_pipeline_nodes"), 2),
+          f(r["idle_rss_mb"], 0), f(r["peak_rss_mb"], 0), r["frames_with_face"],
+          (r.get("tracker") or {}).get("detector_frames")] for label, r in runs.items()])
+    return lines + ["", "## Per stage (s)", "", "From the Track/Swap nodes' reports, the QA Gate's report and "
+                    "WebSocket node times (QA: the QA Gate node; encode: the Save Video / C2PA Sink node).", "",
+                    *stages.markdown({f"server {k} ({r['frames']} frames)": r["stages"] for k, r in runs.items()}), ""]
+
+
+SECTION = Section(
+    name="rss", title="Peak memory of a ComfyUI server, long vs short clip: measurements",
+    about="Peak RSS (process and children, sampled every 0.1 s) of a fresh real ComfyUI server running "
+          "`workflows/api/video_swap_builtin.json` as shipped on a 3000-frame and on a 300-frame 1280x720 clip "
+          "generated from the sample, and the per-stage times of those runs. Method: `bench/rss.py` (module "
+          "docstring).",
+    run=run, body=body,
+    targets=(Target("peak_rss_ratio_long_vs_short", "<=", 1.5, "peak RSS on 3000 frames / on 300 frames"),),
+    full={"frames": {"short": 300, "long": 3000}, "clip_size": [1280, 720]},
+    quick={"frames": {"short": 300}},
+    smoke={"frames": {"short": 4, "long": 8}, "clip_size": [320, 180]},
+)

@@ -11,7 +11,8 @@ Track and Swap chunk stores, MB per frame).
 """
 from __future__ import annotations
 
-from pathlib import Path
+from .section import Section, cli, f
+from .section import table as tbl
 
 QA_EVERY_FRAME = 1
 
@@ -38,26 +39,29 @@ def summarize(r: dict) -> dict:
             "segments": (r.get("qa") or {}).get("segments")}
 
 
-def run(clips: dict[str, Path], work: Path, *, log=print, server=None, repeats: int = 1) -> dict:
-    """{label: summary} for each clip; ``server`` as in rss.run_workflow (the CI smoke's shared one).
+def run(clips: dict, clip_size, repeats: int = 1, *, log=print, server=None) -> dict:
+    """{label: summary} for each clip (label -> frames of a clip generated at ``clip_size``, None:
+    the shipped sample); ``server`` as in rss.run_workflow (the CI smoke's shared one).
 
     With ``repeats`` > 1 each clip runs that many times, each on a fresh server and stage cache:
     on a shared 2-core machine one run's QA share moved by 0.05 between back-to-back runs of the
     same code. The summary is the run with the median QA share; ``runs`` lists every run's wall
     time, fps and QA share."""
-    from . import rss
+    from . import rss, speed
+    from .paths import WORK
 
     if repeats > 1 and server is not None:
         raise ValueError("repeated server_job runs need a fresh server each: a shared one serves the "
                          "later runs from its caches")
     out = {}
-    for label, clip in clips.items():
+    for label, frames in clips.items():
+        clip = speed.clip_path(frames, clip_size, log)
         log(f"server_job: {label} ({clip.name}), QA every frame, signed, as shipped"
             + (f", {repeats} runs" if repeats > 1 else ""))
         done = []
         for i in range(max(1, repeats)):
             name = f"job-{label}" + (f"-{i + 1}" if repeats > 1 else "")
-            r = rss.run_workflow(name, clip, work, log=log, server=server, qa_sample_every=QA_EVERY_FRAME)
+            r = rss.run_workflow(name, clip, WORK, log=log, server=server, qa_sample_every=QA_EVERY_FRAME)
             s = {**summarize(r), "clip": r["clip"]}
             done.append(s)
             log(f"server_job: {label}: {s['wall_s']:.1f} s, {s['fps']:.2f} fps, QA {s['qa_share']} of the wall, "
@@ -68,81 +72,46 @@ def run(clips: dict[str, Path], work: Path, *, log=print, server=None, repeats: 
     return out
 
 
-def table(section: dict | None) -> list[str]:
-    if not section:
-        return ["(not run)"]
-    rows = ["| clip | frames | wall s | fps | QA s (share) | detect s / detector frame (frames) | peak RSS MB | "
-            "stage cache MB / frame | QA decision | delivered swapped | QA share, fps of every run |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for label, s in section.items():
-        runs = s.get("runs") or []
-        rows.append(f"| {label} | {s['frames']} | {s['wall_s']:.1f} | {s['fps']:.3f} | "
-                    f"{s['qa_s'] if s['qa_s'] is None else round(s['qa_s'], 1)} ({s['qa_share']}) | "
-                    f"{s['detect_s_per_detector_frame']} ({s['detector_frames']}) | {s['peak_rss_mb']:.0f} | "
-                    f"{s.get('stage_cache_mb_per_frame')} | {s.get('qa_decision')} | "
-                    f"{s.get('delivered_swapped_frames')} | "
-                    + ("; ".join(f"{r['qa_share']}, {r['fps']:.2f}" for r in runs) if len(runs) > 1 else "one run")
-                    + " |")
-    return rows
+def table(section: dict) -> list[str]:
+    return tbl(["clip", "frames", "wall s", "fps", "QA s (share)", "detect s / detector frame (frames)", "peak RSS MB",
+                "stage cache MB / frame", "QA decision", "delivered swapped", "QA share, fps of every run"],
+               [[label, s["frames"], f"{s['wall_s']:.1f}", f"{s['fps']:.3f}", f"{f(s['qa_s'], 1)} ({s['qa_share']})",
+                 f"{s['detect_s_per_detector_frame']} ({s['detector_frames']})", f"{s['peak_rss_mb']:.0f}",
+                 s.get("stage_cache_mb_per_frame"), s.get("qa_decision"), s.get("delivered_swapped_frames"),
+                 "; ".join(f"{r['qa_share']}, {r['fps']:.2f}" for r in s["runs"]) if len(s.get("runs") or []) > 1
+                 else "one run"] for label, s in section.items()])
 
 
 def stage_rows(section: dict) -> list[str]:
     """Per-stage seconds of each run (the stage table's exclusive seconds)."""
     labels = list(next(iter(section.values()))["stage_seconds"]) if section else []
-    rows = ["| stage | " + " | ".join(section) + " |", "| --- |" + " --- |" * len(section)]
-    for k in labels:
-        vals = [section[c]["stage_seconds"].get(k) for c in section]
-        rows.append(f"| {k} | " + " | ".join("n/a" if v is None else f"{v:.1f}" for v in vals) + " |")
-    return rows
+    return tbl(["stage", *section], [[k, *(f(section[c]["stage_seconds"].get(k), 1) for c in section)]
+                                     for k in labels])
 
 
-def doc(section: dict, machine: dict, run_stamp: dict) -> str:
-    from . import measurements
-
-    lines = measurements.header(
-        "The shipped job as a studio runs it: measurements",
-        "`workflows/api/video_swap_builtin.json` unchanged (built-in analyzer, classical swapper, guards, QA on "
-        "every frame with policy keep original, C2PA signing) on a fresh ComfyUI server over HTTP, per clip. "
-        "Method: `bench/server_job.py` (module docstring).", run_stamp, machine)
-    lines += ["## Per clip", "", "With several runs of a clip, its row (and the tables below) is the run with the "
-              "median QA share; the last column lists every run.", "", *table(section), "", "## Seconds per stage", "",
-              "From the Track/Swap nodes' reports (detect, embed, landmarks, swap, paste), the QA Gate node's wall "
-              "time (QA) and the Save/Sink node's (encode); other = the rest of the wall time (model loading, image "
-              "loads, scheduling).", "", *stage_rows(section), "",
-              *[f"- other, {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("other_detail") or {}).items())
-                for label, s in section.items()], "",
-              "## QA's own seconds", "",
-              *[f"- {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("qa_detail") or {}).items())
-                for label, s in section.items()], ""]
-    return "\n".join(lines)
+def body(section: dict) -> list[str]:
+    return ["## Per clip", "", "With several runs of a clip, its row (and the tables below) is the run with the "
+            "median QA share; the last column lists every run.", "", *table(section), "", "## Seconds per stage", "",
+            "From the Track/Swap nodes' reports (detect, embed, landmarks, swap, paste), the QA Gate node's wall "
+            "time (QA) and the Save/Sink node's (encode); other = the rest of the wall time (model loading, image "
+            "loads, scheduling).", "", *stage_rows(section), "",
+            *[f"- other, {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("other_detail") or {}).items())
+              for label, s in section.items()], "",
+            "## QA's own seconds", "",
+            *[f"- {label}: " + ", ".join(f"{k} {v:.1f} s" for k, v in (s.get("qa_detail") or {}).items())
+              for label, s in section.items()], ""]
 
 
-def main(argv=None) -> int:
-    import argparse
-    import json
-
-    from . import measurements, media
-    from .machine import load_average, machine_info
-    from .paths import OUT, SAMPLE_CLIP, WORK
-
-    ap = argparse.ArgumentParser(prog="python -m bench.server_job", description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=300, help="frames of the generated 1280x720 clip")
-    ap.add_argument("--doc", action="store_true", help="also write docs/measurements/server_job.md")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per clip (the median QA share's is reported)")
-    args = ap.parse_args(argv)
-    machine, run_stamp = machine_info(), measurements.stamp()
-    clips = {f"gen{args.frames}_720p": media.generated_clip(args.frames, size=media.SIZE), "sample48": SAMPLE_CLIP}
-    section = run(clips, WORK, repeats=args.repeats)
-    machine["load_average_at_end"] = load_average()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "server_job.json").write_text(json.dumps({"machine": machine, "run": run_stamp, "server_job": section},
-                                                    indent=1))
-    if args.doc:
-        path = measurements.DOCS / "server_job.md"
-        path.write_text(doc(section, machine, run_stamp))
-        print(f"wrote {path}")
-    return 0
-
+SECTION = Section(
+    name="server_job", title="The shipped job as a studio runs it: measurements",
+    about="`workflows/api/video_swap_builtin.json` unchanged (built-in analyzer, classical swapper, guards, QA on "
+          "every frame with policy keep original, C2PA signing) on a fresh ComfyUI server over HTTP, per clip. "
+          "Method: `bench/server_job.py` (module docstring).",
+    run=run, body=body,
+    full={"clips": {"gen300_720p": 300, "sample48": None}, "clip_size": [1280, 720], "repeats": 3},
+    # not the rss clips: a shared server would serve cached tracks
+    smoke={"clips": {"gen6": 6}, "clip_size": [320, 180], "repeats": 1},
+)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli(SECTION, module="bench.server_job"))

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .paths import REPO, SAMPLE_CLIP
+from .section import Section, Target, cli
 
 IMAGE_WORKFLOW = REPO / "workflows" / "api" / "image_swap_builtin.json"
 VIDEO_WORKFLOW = REPO / "workflows" / "api" / "video_swap_builtin.json"
@@ -44,7 +45,6 @@ VIDEO_FRAMES = 8
 # case -> share of its kind (the rest are valid)
 IMAGE_CASES = {"no_face_target": 0.10, "missing_file": 0.05, "no_face_source": 0.05}
 VIDEO_CASES = {"missing_file": 0.10, "corrupt_video": 0.10, "interrupt": 0.10}
-TARGETS = {"failed": 0, "frames_lost": 0, "rss_growth": 0.10, "maintenance_errors": 0}
 
 
 @dataclass
@@ -293,13 +293,15 @@ class Soak:
                "maintenance": {**{k: v for k, v in self.maint.items() if k != "errors"},
                                "errors": self.maint["errors"][:20]},
                "maintenance_errors": len(self.maint["errors"])}
-        res["targets_met"] = {k: (res[k] is not None and res[k] <= v) for k, v in TARGETS.items()}
         return res
 
 
-def run(images: int, videos: int, work: Path, *, log=print, maint_every: int = MAINT_EVERY) -> dict:
+def run(images: int, videos: int, work: Path | None = None, *, log=print, maint_every: int = MAINT_EVERY) -> dict:
     from devtools.comfy_harness import ComfyServer
 
+    from .paths import WORK
+
+    work = Path(work) if work else WORK / "soak"
     shutil.rmtree(work, ignore_errors=True)
     (work / "models").mkdir(parents=True)
     server = ComfyServer(work / "server", work / "models")
@@ -319,69 +321,39 @@ def run(images: int, videos: int, work: Path, *, log=print, maint_every: int = M
     return res
 
 
-FULL = {"images": 200, "videos": 20, "maint_every": MAINT_EVERY}
-SMOKE = {"images": 6, "videos": 4, "maint_every": 3}
+def body(res: dict) -> list[str]:
+    from .section import table
 
-
-def doc(res: dict, machine: dict, run_stamp: dict) -> str:
-    from . import measurements
-
-    lines = measurements.header(
-        "Soak: one ComfyUI server under a mixed queue: measurements",
-        f"{res['prompts']} prompts (image and video, valid and bad inputs mixed) on one fresh ComfyUI server, "
-        f"with cache reads, sweeps, deletes and interrupts in between. Method: `bench/soak.py` (module docstring).",
-        run_stamp, machine)
-    met = res["targets_met"]
-    lines += ["## Targets", "", "| figure | value | target | met |", "| --- | --- | --- | --- |",
-              f"| prompts failed otherwise | {res['failed']} | 0 | {met['failed']} |",
-              f"| frames lost | {res['frames_lost']} | 0 | {met['frames_lost']} |",
-              f"| server RSS, first -> last quarter | {res['rss_first_quarter_mb']} -> {res['rss_last_quarter_mb']} MB "
-              f"({res['rss_growth']:+.1%}) | <= +10 % | {met['rss_growth']} |",
-              f"| cache reads, sweeps or deletes answered wrongly | {res['maintenance_errors']} | 0 | "
-              f"{met['maintenance_errors']} |", "",
-              "## Outcomes", "", "| kind/case | " + " | ".join(res["outcomes"]) + " |",
-              "| --- |" + " --- |" * len(res["outcomes"])]
-    for case, row in sorted(res["by_case"].items()):
-        lines.append(f"| {case} | " + " | ".join(str(row.get(o, 0)) for o in res["outcomes"]) + " |")
-    lat = res["latency_s"]
-    m = res["maintenance"]
-    lines += ["", "## Execution seconds (completed prompts; queue waiting not counted)", "",
-              "| kind | p50 | p95 | prompts |", "| --- | --- | --- | --- |",
-              *[f"| {k} | {v['p50']} | {v['p95']} | {v['n']} |" for k, v in lat.items()], "",
-              f"Maintenance: {m['cache_reads']} cache reads, {m['sweeps']} sweeps, {m['deleted']} finished jobs "
-              f"deleted, {m['refused_while_queued']} deletes of queued prompts refused (409). Wall time "
-              f"{res['wall_s']} s.", ""]
+    lat, m = res["latency_s"], res["maintenance"]
+    lines = [f"Server RSS, first -> last quarter: {res['rss_first_quarter_mb']} -> {res['rss_last_quarter_mb']} "
+             "MB.", "",
+             "## Outcomes", "", *table(["kind/case", *res["outcomes"]],
+                                       [[case, *(row.get(o, 0) for o in res["outcomes"])]
+                                        for case, row in sorted(res["by_case"].items())]), "",
+             "## Execution seconds (completed prompts; queue waiting not counted)", "",
+             *table(["kind", "p50", "p95", "prompts"], [[k, v["p50"], v["p95"], v["n"]] for k, v in lat.items()]), "",
+             f"Maintenance: {m['cache_reads']} cache reads, {m['sweeps']} sweeps, {m['deleted']} finished jobs "
+             f"deleted, {m['refused_while_queued']} deletes of queued prompts refused (409). Wall time "
+             f"{res['wall_s']} s.", ""]
     if res["failures"] or m["errors"]:
-        lines += ["## What failed", "", *[f"- {f}" for f in res["failures"] + m["errors"]], ""]
-    return "\n".join(lines)
+        lines += ["## What failed", "", *[f"- {x}" for x in res["failures"] + m["errors"]], ""]
+    return lines
 
 
-def main(argv=None) -> int:
-    import argparse
-
-    from . import measurements
-    from .machine import load_average, machine_info
-    from .paths import OUT, WORK
-
-    ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="a handful of prompts with every case (seconds, CI)")
-    ap.add_argument("--doc", action="store_true", help="also write docs/measurements/soak.md")
-    args = ap.parse_args(argv)
-    if args.doc and args.smoke:
-        ap.error("--doc records the full soak only")
-    machine, run_stamp = machine_info(), measurements.stamp()
-    size = SMOKE if args.smoke else FULL
-    res = run(size["images"], size["videos"], WORK / "soak", maint_every=size["maint_every"])
-    machine["load_average_at_end"] = load_average()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / ("soak_smoke.json" if args.smoke else "soak.json")).write_text(
-        json.dumps({"machine": machine, "run": run_stamp, "soak": res}, indent=1))
-    if args.doc:
-        path = measurements.DOCS / "soak.md"
-        path.write_text(doc(res, machine, run_stamp))
-        print(f"wrote {path}")
-    return 0 if all(res["targets_met"].values()) else 1
-
+SECTION = Section(
+    name="soak", title="Soak: one ComfyUI server under a mixed queue: measurements", opt_in=True,
+    about=lambda res: (f"{res['prompts']} prompts (image and video, valid and bad inputs mixed) on one fresh "
+                       "ComfyUI server, with cache reads, sweeps, deletes and interrupts in between. Method: "
+                       "`bench/soak.py` (module docstring)."),
+    run=run, body=body,
+    targets=(Target("failed", "<=", 0, "prompts that failed otherwise than their case must"),
+             Target("frames_lost", "<=", 0, "video frames missing from a completed prompt's output"),
+             Target("rss_growth", "<=", 0.10, "server RSS, last quarter of the prompts / first quarter - 1"),
+             Target("maintenance_errors", "<=", 0, "cache reads, sweeps or deletes answered wrongly")),
+    full={"images": 200, "videos": 20, "maint_every": MAINT_EVERY},
+    smoke={"images": 6, "videos": 4, "maint_every": 3},
+)
+FULL, SMOKE = SECTION.full, SECTION.smoke
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli(SECTION, module="bench.soak"))

@@ -1,20 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks (not tests): speed of our streaming video path vs a naive per-frame baseline, and
-# peak memory of a real ComfyUI server on a long vs a short clip, and the tiled VAE encode
-# against core VAEEncode / VAEEncodeTiled at 1920x1080, and (section `farm`) the same batch through
-# swapline-farm with 1 vs 2 local ComfyUI workers. Sets everything up first if
-# needed. Results: out/bench/results.json and out/bench/results.md (see bench/README.md).
+# Benchmarks (not tests): every section registered in bench/section.py (speed, rss, server_job,
+# quality, tiled_vae, farm, generalization, qa_agreement; soak and gpu_check on request) through one
+# protocol, each page of docs/measurements written by one writer. Sets everything up first if needed.
+# Results: out/bench/results.json and out/bench/results.md (see bench/README.md).
 #   scripts/bench.sh            full run (includes a 3000-frame 1280x720 clip through ComfyUI)
-#   scripts/bench.sh --quick    everything except the 3000-frame run
-#   scripts/bench.sh --smoke    every section on tiny inputs, seconds each: checks the code paths, not
+#   scripts/bench.sh --quick    each section's quick inputs (no 3000-frame run)
+#   scripts/bench.sh --smoke    every section on its smoke inputs, seconds each: checks the code paths, not
 #                               speed (CI runs it: tests/unit/bench/test_bench_smoke.py); docs untouched
-#   scripts/bench.sh --skip-rss / --skip-speed / --skip-server-job / --skip-quality / --skip-tiled-vae /
-#                    --skip-farm / --skip-generalization   (the development set: docs/measurements/generalization.md)
-#                    / --skip-qa-agreement   (the gate against faces labelled by eye: docs/measurements/qa_agreement.md)
-#   python -m bench.farm [--smoke]   the farm section alone (docs/measurements/farm.md)
-#   python -m bench.server_job [--doc]   the shipped job, QA every frame (docs/measurements/server_job.md)
-#   scripts/bench.sh --soak      adds the soak: 220 mixed prompts on one server with sweeps, deletes and
-#                                interrupts (python -m bench.soak [--smoke] [--doc]: docs/measurements/soak.md)
+#   scripts/bench.sh --skip-NAME ...   leave a section out (--skip-speed, --skip-rss, --skip-server-job, ...)
+#   scripts/bench.sh --soak / --gpu-check   add an opt-in section
+#   python -m bench.NAME [--smoke] [--doc] [--set KEY=JSON]   one section alone (farm, server_job, soak,
+#                               tiled_vae; python -m bench.generalization; scripts/gpu_check.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the test clips and swapline-farm (the farm section) come with the tests' setup; ComfyUI 0.33 is not needed

@@ -4,25 +4,9 @@ devset.py names the fixed clips and sources; runner.py queues workflows/api/vide
 a real ComfyUI server and reads back what it delivered; metrics.py scores each run (the nodes' own
 reports for yield, refusals, QA failures and identity switches; bench/quality/score.py's independent
 dlib scorer for the mouth, off-face pastes and identity); occluders.py composites known-truth eye
-occluders; report.py writes the strips and docs/measurements/generalization.md.
+occluders; section.py declares the section (bench/section.py writes docs/measurements/generalization.md);
+report.py renders its tables and strips.
 
-    python -m bench.generalization [--smoke] [--doc]
+    python -m bench.generalization [--smoke] [--doc] [--set KEY=JSON] [--publish-only]
 """
 from __future__ import annotations
-
-
-def run(smoke: bool = False, **kwargs) -> dict:
-    """The section's result (see section.run for the optional arguments)."""
-    from .section import run as _run
-
-    return _run(smoke, **kwargs)
-
-
-def write_doc(result: dict) -> str:
-    """docs/measurements/generalization.md from a full (not smoke) result; returns the path written."""
-    from .report import DOC, write
-
-    if result.get("smoke"):
-        raise ValueError("a smoke result is not a measurement: run without --smoke to write the doc")
-    write(result)
-    return str(DOC.relative_to(DOC.parents[2]))

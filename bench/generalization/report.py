@@ -8,8 +8,9 @@ import cv2
 import numpy as np
 
 from ..paths import REPO
+from ..section import f as _f
+from ..section import table as _table
 
-DOC = REPO / "docs" / "measurements" / "generalization.md"
 LABEL_H = 18
 MAX_W = 1400
 
@@ -63,12 +64,6 @@ def strip(path: Path, title: str, inputs: list[np.ndarray], outputs: list[tuple[
     return path
 
 
-def _f(v, nd: int = 3) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
-
-
 def _reasons(d: dict, n: int = 3) -> str:
     items = list(d.items())
     more = f" +{len(items) - n}" if len(items) > n else ""
@@ -94,11 +89,6 @@ def _cells(clip: str, src: str, r: dict) -> list[str]:
             " / ".join(f"{v:.3f}" for v in d) if d else "n/a"]
 
 
-def _table(header, rows) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"] + \
-        ["| " + " | ".join(r) + " |" for r in rows]
-
-
 def markdown(g: dict) -> list[str]:
     s = g["summary"]
     lines = [f"Median over the {s['runs']} clip x source runs: **yield {_f(s['yield'])}**, identity_switches "
@@ -108,7 +98,8 @@ def markdown(g: dict) -> list[str]:
              f"{_f(s['moved_to_source'])}, detail_ratio {_f(s.get('detail_ratio'))} (worst run "
              f"{_f(s.get('detail_ratio_min'))}), forehead_step {_f(s.get('forehead_step'))} (worst run "
              f"{_f(s.get('forehead_step_max'))}); off-face paste frames in all runs: {s['off_face_frames_total']}; "
-             f"occluder pixels kept, worst shape: {_f(s['occluder_kept_min'])}.", ""]
+             f"occluder pixels kept, worst shape: {_f(s['occluder_kept_min'])} over all frames, "
+             f"{_f(s.get('occluder_kept_on_swapped_min'))} over the frames delivered swapped.", ""]
     worst = sorted(s["per_clip"].items(), key=lambda kv: (kv[1]["yield"] is None, kv[1]["yield"] or 0))
     lines += ["## Per clip (medians over the sources)", "",
               *_table(("clip", "what it shows", "median yield", "median identity_switches"),
@@ -126,7 +117,8 @@ def markdown(g: dict) -> list[str]:
                               [[k, str(r["occluder_frames"]), _f(r["occluder_kept"]), _f(r["occluder_kept_on_swapped"]),
                                 _f(r["yield"]), _reasons(r["qa_failed_by_reason"]), _reasons(r["refused_by_reason"])]
                                for k, r in g["occluders"].items()])]
-    return lines
+    return lines + ["", "## Method", "", METHOD.format(frames=g["frames_per_clip"], occl=g.get("occluder_clip")), "",
+                    f"Section wall time {g['seconds']:.0f} s; load average at end {g.get('load_average_at_end')}."]
 
 
 METHOD = (
@@ -166,28 +158,6 @@ METHOD = (
     "- Occluders: each shape drawn over the eyes from the scorer's 68 points of every frame of {occl} (exact masks), "
     "run with the shipped colour source; kept = occluder pixels changed by <= 8/255, over all frames and over the "
     "frames delivered swapped (reverted frames keep the occluder trivially).")
-
-
-def doc(g: dict) -> str:
-    from ..measurements import header
-
-    lines = header("Generalization on the development set: measurements",
-                    "Issue 30's development set (the clips the project is tuned on, the three quality clips "
-                    "among them; "
-                    "`bench/generalization/devset.py`) crossed with source photos, through the shipped workflow on a "
-                    f"real ComfyUI server; {g['frames_per_clip']} frames per clip (the first ones: the time budget "
-                    "of a 2-core machine). Strips (input over the delivered frames of every source): "
-                    "`out/bench/generalization/strips/<clip>.png` of the same run.", g["run"], g["machine"])
-    lines += markdown(g)
-    lines += ["", "## Method", "", METHOD.format(frames=g["frames_per_clip"], occl=g.get("occluder_clip")), "",
-              f"Section wall time {g['seconds']:.0f} s; load average at end {g.get('load_average_at_end')}.", ""]
-    return "\n".join(lines)
-
-
-def write(g: dict, path: Path = DOC) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(doc(g))
-    return path
 
 
 PUBLISH_CLIP = "api_happyhorse1_1_t2v-1"    # frontal, one face: every source's result is visible

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..machine import load_average
 from ..paths import OUT, SAMPLE_CLIP
 from ..quality import panel as qpanel
+from ..section import Section, Target
 from . import devset, metrics, occluders, report
 from .runner import Server
 
@@ -177,6 +179,12 @@ def summarize(runs: dict, occl: dict) -> dict:
             "off_face_frames_total": sum(r["off_face_frames"] for r in rows),
             "occluder_kept_min": min((r["occluder_kept"] for r in occl.values() if r.get("occluder_kept") is not None),
                                      default=None),
+            # the targets' readings: a reverted frame keeps its occluder and its identity trivially, so
+            # only frames delivered swapped, and runs that delivered any swapped face, can fail them
+            "occluder_kept_on_swapped_min": min((r["occluder_kept_on_swapped"] for r in occl.values()
+                                                 if r.get("occluder_kept_on_swapped") is not None), default=None),
+            "swapped_runs": sum(1 for r in rows if r.get("yield")),
+            "identity_switches_swapped_runs": sum(r["identity_switches"] for r in rows if r.get("yield")),
             "per_clip": per_clip,
             "per_source": {s: {"yield": med("yield", rs), "toward_source": med("toward_source", rs),
                                "detail_ratio": med("detail_ratio", rs)}
@@ -185,16 +193,16 @@ def summarize(runs: dict, occl: dict) -> dict:
 
 def run(smoke: bool = False, out: Path | None = None, log=print, frames: int | None = None,
         clips=None, sources=None, shapes=None) -> dict:
-    """The section's result dict (``write_doc`` turns it into the measurements page).
-    ``out``: where strips and the server's work folder go (default out/bench/generalization)."""
-    from ..machine import machine_info
-    from ..measurements import stamp
+    """The section's data (``SECTION`` writes its page). ``out``: where strips and the server's work
+    folder go (default out/bench/generalization)."""
+    from ..section import stamp
 
     out = Path(out or OUT / "generalization")
     strips = out / "strips"
     shutil.rmtree(strips, ignore_errors=True)
     t0 = time.perf_counter()
-    machine = machine_info()
+    run_stamp = stamp()
+    machine = run_stamp.pop("machine")
     if smoke:
         count = frames or SMOKE_FRAMES
         todo = [("sample_kling_avatar_clip", SAMPLE_CLIP)]
@@ -219,23 +227,34 @@ def run(smoke: bool = False, out: Path | None = None, log=print, frames: int | N
         if shapes:
             occl = _occluder_runs(server, occl_clip[0], occl_clip[1], count, colour, shapes, strips, log, policy)
     shutil.rmtree(out / "work", ignore_errors=True)
-    return {"smoke": smoke, "frames_per_clip": count, "run": stamp(), "machine": machine,
+    return {"smoke": smoke, "frames_per_clip": count, "run": run_stamp, "machine": machine,
             "clips": {name: _shows(name) for name, _ in todo},
             "sources": {s.name: s.origin for s in srcs}, "runs": runs, "occluders": occl,
             "occluder_clip": occl_clip[0], "occluder_source": colour.name,
             "summary": summarize(runs, occl), "seconds": round(time.perf_counter() - t0, 1),
-            "strips": str(strips), "load_average_at_end": _load()}
+            "strips": str(strips), "load_average_at_end": load_average()}
 
 
 def _shows(name: str) -> str:
     return next((c.shows for c in devset.CLIPS if c.name == name), "the shipped sample clip (smoke)")
 
 
-def _load():
-    import os
+def _swapped_runs(g: dict) -> str | None:
+    return None if g["summary"].get("swapped_runs") else "no run delivered a swapped face"
 
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        return None
 
+SECTION = Section(
+    name="generalization", title="Generalization on the development set: measurements",
+    about=lambda g: ("Issue 30's development set (the clips the project is tuned on, the three quality clips among "
+                     "them; `bench/generalization/devset.py`) crossed with source photos, through the shipped "
+                     f"workflow on a real ComfyUI server; {g['frames_per_clip']} frames per clip (the first ones: the "
+                     "time budget of a 2-core machine). Strips (input over the delivered frames of every source): "
+                     "`out/bench/generalization/strips/<clip>.png` of the same run."),
+    run=run, figures=lambda g: g["summary"], body=report.markdown,
+    targets=(Target("occluder_kept_on_swapped_min", ">=", 0.98,
+                    "share of occluder pixels kept on the frames delivered swapped, worst shape"),
+             Target("identity_switches_swapped_runs", "<=", 0,
+                    "swapped/original flips inside a shot, over the runs that delivered any swapped face",
+                    unjudged=_swapped_runs)),
+    full={"smoke": False}, smoke={"smoke": True},
+)

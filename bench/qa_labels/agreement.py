@@ -248,11 +248,10 @@ def main(argv=None) -> None:
     if a.write_limits:
         print(f"wrote {write_limits(res)}")
     if a.doc:
-        from .. import measurements
-        from ..machine import machine_info
+        from .. import section
         from . import report
 
-        print(f"wrote {report.write(res, machine_info(), measurements.stamp())}")
+        print(f"wrote {report.write(res, section.stamp('python -m bench.qa_labels.agreement --doc'))}")
     text = json.dumps(res, indent=1)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)

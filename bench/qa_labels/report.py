@@ -1,11 +1,12 @@
-"""docs/measurements/qa_agreement.md from ``agreement.measure()``."""
+"""The ``qa_agreement`` section: ``agreement.measure()`` and its page docs/measurements/qa_agreement.md."""
 from __future__ import annotations
 
-from .. import measurements
-from ..report import _table
+from .. import section
+from ..section import Section, Target
+from ..section import table as _table
 from .labels import DEFECTS
 
-DOC = measurements.DOCS / "qa_agreement.md"
+DOC = section.DOCS / "qa_agreement.md"
 TARGET_PRECISION, TARGET_RECALL, TARGET_CLASS_RECALL, CLASS_MIN = 0.90, 0.60, 0.80, 20
 
 
@@ -37,16 +38,16 @@ def _accepted(acc: dict, title: str, note: str) -> list[str]:
     return lines + _table(["", *paths], rows) + [""]
 
 
-def doc(res: dict, machine: dict, run: dict) -> str:
-    lines = measurements.header(
-        "QA gate against faces labelled by eye: measurements",
-        "Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/`, protocol in "
-        "`bench/qa_labels/PROTOCOL.md` and [docs/qa.md](../qa.md#the-labelled-set)) judged by eye, blind to "
-        "every metric, and the gate's verdict on the same faces. A face the gate passes is a positive: "
-        "precision = share of passed faces a viewer accepts, recall = share of accepted faces passed. "
-        "`shipped`: the limits in `swapline_core/qa/thresholds.json` (chosen on one clip); `leave-one-clip-out`: "
-        "limits chosen by `bench/qa_labels/agreement.choose` on the other clips, judged on each clip in turn.",
-        run, machine)
+ABOUT = ("Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/`, protocol in "
+         "`bench/qa_labels/PROTOCOL.md` and [docs/qa.md](../qa.md#the-labelled-set)) judged by eye, blind to "
+         "every metric, and the gate's verdict on the same faces. A face the gate passes is a positive: "
+         "precision = share of passed faces a viewer accepts, recall = share of accepted faces passed. "
+         "`shipped`: the limits in `swapline_core/qa/thresholds.json` (chosen on one clip); `leave-one-clip-out`: "
+         "limits chosen by `bench/qa_labels/agreement.choose` on the other clips, judged on each clip in turn.")
+
+
+def body(res: dict) -> list[str]:
+    lines = []
     ag = res.get("agreement") or {}
     lines += [f"Labelled faces: {res['faces']} from {res['clips']} clips x {res['sources']} sources; "
               f"acceptable: {res['acceptable']} ({res['acceptable'] / max(res['faces'], 1):.1%}). "
@@ -55,12 +56,6 @@ def doc(res: dict, machine: dict, run: dict) -> str:
               f"{_f(ag.get('same_verdict'))}, Cohen's kappa {_f(ag.get('kappa'))} (first ok, second bad: "
               f"{ag.get('first_ok_second_bad')}; first bad, second ok: {ag.get('first_bad_second_ok')}).", ""]
     lo, sh = res["loco"], res["shipped"]
-    classes = [(d, v) for d, v in res["per_defect"].items() if v["faces"] >= CLASS_MIN]
-    worst = min((v["loco_recall"] for _, v in classes), default=None)
-
-    def met(ok):
-        return "yes" if ok else "no"
-
     lines += _accepted(res.get("accepted_side_by_side") or {},
                        "## What a viewer accepts of each built-in swap path, side by side",
                        "The same labellers judged both paths' faces of the same runs on shuffled mixed sheets, not "
@@ -69,13 +64,6 @@ def doc(res: dict, machine: dict, run: dict) -> str:
                        "Each path's faces as first labelled: the classical faces on sheets of their own by six "
                        "labellers, the mesh faces on the mixed sheets (other labellers): compare paths side by "
                        "side (above), not here.")
-    lines += ["## Targets", ""]
-    lines += _table(["target", "measured (leave-one-clip-out)", "met"], [
-        [f"precision >= {TARGET_PRECISION} at recall >= {TARGET_RECALL}",
-         f"precision {_f(lo['precision'])}, recall {_f(lo['recall'])}",
-         met((lo["precision"] or 0) >= TARGET_PRECISION and (lo["recall"] or 0) >= TARGET_RECALL)],
-        [f"recall >= {TARGET_CLASS_RECALL} for every defect class with >= {CLASS_MIN} faces",
-         f"worst {_f(worst)}", met(worst is not None and worst >= TARGET_CLASS_RECALL)]]) + [""]
     lines += ["## Overall", ""]
     lines += _table(["gate", "faces", "acceptable", "passed", "precision", "recall"],
                     [["shipped limits"] + _pr(sh), ["leave-one-clip-out"] + _pr(lo)]) + [""]
@@ -112,12 +100,36 @@ def doc(res: dict, machine: dict, run: dict) -> str:
                 for key, verdicts in (("policies_shipped", "shipped limits"), ("policies", "leave-one-clip-out"))
                 for k, v in (res.get(key) or {}).items()]
         lines += _table(["policy (verdicts)", "delivered", "delivered_ok", "ok_delivered", "switches"], rows) + [""]
-    return "\n".join(lines)
+    return lines
 
 
-def write(res: dict, machine: dict, run: dict) -> str:
-    DOC.write_text(doc(res, machine, run))
-    return str(DOC)
+def figures(res: dict) -> dict:
+    classes = [v["loco_recall"] for v in res["per_defect"].values() if v["faces"] >= CLASS_MIN]
+    return {"loco precision": res["loco"]["precision"], "loco recall": res["loco"]["recall"],
+            "worst defect-class recall": min(classes, default=None)}
+
+
+SECTION = Section(
+    name="qa_agreement", title="QA gate against faces labelled by eye: measurements", about=ABOUT,
+    run=lambda log=print: _measure(), figures=figures, body=body,
+    targets=(Target("loco precision", ">=", TARGET_PRECISION, "share of passed faces a viewer accepts, "
+                    "leave-one-clip-out"),
+             Target("loco recall", ">=", TARGET_RECALL, "share of accepted faces passed, leave-one-clip-out"),
+             Target("worst defect-class recall", ">=", TARGET_CLASS_RECALL,
+                    f"faces failed among those with the defect, every class with >= {CLASS_MIN} faces")),
+    # pure computation on committed files (seconds): the smoke runs it whole
+    full={}, smoke={},
+)
+
+
+def _measure() -> dict:
+    from .agreement import measure
+
+    return measure()
+
+
+def write(res: dict, st: dict | None = None) -> str:
+    return section.write(SECTION, {"data": res, "targets": section.check(SECTION, res)}, st or section.stamp())
 
 
 def examples_grid(path, per_class: int = 3, scale: float = 0.75) -> str:

@@ -1,9 +1,9 @@
-"""The quality section of results.md."""
+"""The quality section's page body: figures without a target, cases, identity readings."""
 from __future__ import annotations
 
 DESCRIPTION = {
-    "occluder_pixels_changed": ("share of known occluder pixels altered by > 8/255 (opaque bar, sunglasses "
-                                "shape; worst of the two)"),
+    "occluder_pixels_changed": ("share of known occluder pixels altered by > 8/255 over the frames the swap "
+                                "changed (opaque bar, sunglasses shape; worst of the two)"),
     "occluder_pixels_changed_skin_hand": ("the same for a skin-coloured hand sliding over the mouth (no target; "
                                           "what a colour model cannot see)"),
     "mouth_open_corr": "correlation of the target's and the result's inner-lip opening over the talking clip",
@@ -22,31 +22,19 @@ DESCRIPTION = {
     "toward_source_no_glasses": "toward_source on the same clip (no target)",
     "face_delta_e": "median \u0394E of the face region's mean Lab, result vs target",
     "cut_track_resets": "share of hard cuts found and not spanned by any track",
-    "mask_overhead": ("(masks + guards time) / the swapper's own call time, all cases but "
-                      "identity_no_glasses (left out so the reading stays comparable with earlier runs)"),
     "mask_stage_share": ("(masks + guards time) / all the swap stage timed (decode, landmarks, guards, swap, "
                          "masks, paste, store), the same cases; no target"),
 }
 
 
-def _f(v):
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return f"{v:.3f}" if isinstance(v, float) else str(v)
+def markdown(q: dict, targeted=()) -> list[str]:
+    from ..section import f, table
 
-
-def markdown(q: dict | None) -> list[str]:
-    if not q:
-        return ["(not run)"]
-    lines = [f"Pipeline: {q['pipeline']}. Scorer: {q['scorer']}.", "",
-             "| metric | measured | target | met | what it is |", "| --- | --- | --- | --- | --- |"]
-    for k, v in q["metrics"].items():
-        target, met = q["targets"].get(k, ""), _f(q["met"].get(k))
-        lines.append(f"| {k} | {_f(v)} | {target} | {met} | {DESCRIPTION.get(k, '')} |")
-    lines += ["", "| case | frames | catastrophic | any change off the box (frame: pixels) | skipped faces "
-              "(reason: count) | track s | swap s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [f"Pipeline: {q['pipeline']}. Scorer: {q['scorer']}.", "", "## Figures without a target", ""]
+    lines += table(["figure", "measured", "what it is"],
+                   [[k, f(v), DESCRIPTION.get(k, "")] for k, v in q["metrics"].items() if k not in targeted])
+    lines += ["", "## Cases", "", "| case | frames | catastrophic | any change off the box (frame: pixels) | "
+              "skipped faces (reason: count) | track s | swap s |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, c in q["cases"].items():
         sk = ", ".join(f"{r}: {n}" for r, n in c.get("skipped", {}).items()) or "none"
         off = ", ".join(f"{i}: {n}" for i, n in c.get("off_face_frames", {}).items()) or "none"

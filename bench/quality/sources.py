@@ -17,12 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
+import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from ..paths import OUT, QUALITY_MEDIA
+from ..section import Section, f, stamp, table, write
 from . import cases as qcases
 from . import panel as qpanel
 from . import run, score
@@ -106,11 +109,55 @@ def main(argv=None) -> int:
         origins = qpanel.origins(faces)
     rows = compare(sources, args.media, args.clip, args.out, origins=origins)
     if args.doc:
-        from ..machine import machine_info
-        from ..measurements import write_sources
-
-        print(write_sources(rows, args.clip, machine_info()))
+        print(write_doc(rows, args.clip, stamp(" ".join(["python -m bench.quality.sources", *(argv or sys.argv[1:])]))))
     return 0
+
+
+def _median(values) -> str:
+    return f"{statistics.median(values):.3f}" if values else "n/a"
+
+
+def summary(rows: dict) -> str:
+    """One line over the colour sources: the greyscale default source is not a fair comparison."""
+    colour = [r for r in rows.values() if r.get("colour") and r.get("moved_to_source") is not None]
+    if not colour:
+        return "No colour source was scored."
+    moved = [r["moved_to_source"] for r in colour]
+    toward = [r["toward_source"] for r in colour if r.get("toward_source") is not None]
+    return (f"Over the {len(colour)} colour sources: median moved_to_source {_median(moved)}, median toward_source "
+            f"{_median(toward)}; {sum(v >= 0.9 for v in moved)} of {len(colour)} reach moved_to_source >= 0.9 "
+            f"({sum(v >= 0.9 for v in toward)} reach toward_source >= 0.9).")
+
+
+def body(data: dict) -> list[str]:
+    cells = [[name, *(f(v) for v in (r.get("moved_to_source"), r.get("toward_source"),
+                                     *(r.get("identity_distances") or [None] * 3), r.get("face_delta_e"),
+                                     r.get("mouth_open_corr"))), r.get("origin", "n/a")]
+             for name, r in data["rows"].items()]
+    return [summary(data["rows"]), "", *table(["source", "moved_to_source", "toward_source", "d(res,src)", "d(res,tgt)",
+                                               "d(tgt,src)", "face_delta_e", "mouth_open_corr", "origin"], cells)]
+
+
+# Not a bench.run section (about 45 s per source, the panel downloaded on first use): this module's
+# main runs it, and the common writer makes its page.
+SECTION = Section(
+    name="quality_sources", title="Identity with other source faces: measurements",
+    about=lambda d: (f"The quality bench's speech case (`{d['clip']}`) swapped with each source image; the same "
+                     "pipeline and independent scorer as `quality.md` (`bench/quality/sources.py`). The bench's "
+                     "default source is `source_face.png` (greyscale, 112 px); `moved_to_source` depends on how far "
+                     "the source is from the target to begin with (d(target, source)) and on the target's kept "
+                     "glasses frames. `--panel` adds a fixed panel of faces cropped from frames of MIT-licensed "
+                     "ComfyUI workflow-template wheels (PyPI) and insightface's t1.jpg (recipe and who is who: "
+                     "`bench/quality/panel.py`; crops: `out/bench/sources/panel/`). "
+                     "Strips: `out/bench/sources/<clip>_<source>.png`."),
+    run=lambda sources, clip=qcases.KLING, log=print: {"clip": clip, "rows": compare(
+        [Path(p) for p in sources], QUALITY_MEDIA, clip, OUT / "sources", log)},
+    body=body, full={"sources": []}, smoke={"sources": []},
+)
+
+
+def write_doc(rows: dict, clip: str, st: dict | None = None) -> str:
+    return write(SECTION, {"data": {"clip": clip, "rows": rows}, "targets": []}, st or stamp())
 
 
 if __name__ == "__main__":

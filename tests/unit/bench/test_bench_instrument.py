@@ -35,8 +35,8 @@ def test_calls_are_counted_per_target_and_timed_per_label():
         assert mod.work(1) == 2
         mod.work(2)
     assert probe.target_calls == {"fake_core.work": 2}
-    assert probe.calls["swap"] == 2 and probe.seconds["swap"] >= 0
-    check_called(items, probe.target_calls, "ours")
+    assert probe.calls["swap"] == 2 and probe.seconds["swap"] >= 0 and probe.cpu["swap"] >= 0
+    check_called(items, probe.target_calls)
 
 
 def test_required_target_never_called_is_an_error():
@@ -45,14 +45,14 @@ def test_required_target_never_called_is_an_error():
     items = [Target(mod, "work", "paste"), Target(mod, "work", "store", required=False)]
     with probe.patch(items[:1]):
         pass
-    with pytest.raises(StaleTargetError, match=r"during the naive run nothing called fake_core\.work \(paste\)"):
-        check_called(items, probe.target_calls, "naive")
-    check_called(items[1:], probe.target_calls, "naive")     # optional: fine
+    with pytest.raises(StaleTargetError, match=r"during the speed run nothing called fake_core\.work \(paste\)"):
+        check_called(items, probe.target_calls)
+    check_called(items[1:], probe.target_calls)     # optional: fine
 
 
 def test_speed_targets_name_functions_the_core_has():
-    """Owners and names of every target, for both paths and both kinds of setup, exist now."""
-    from bench import instrument, naive
+    """Owners and names of every target, for both kinds of setup, exist now."""
+    from bench import instrument
     from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
     from swapline_core.backends.classical import ClassicalSwapper
     from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
@@ -66,7 +66,6 @@ def test_speed_targets_name_functions_the_core_has():
     for analyzer, swapper in ((BuiltinAnalyzer.__new__(BuiltinAnalyzer), ClassicalSwapper.__new__(ClassicalSwapper)),
                               (insight, neural)):
         case = types.SimpleNamespace(analyzer=analyzer, swapper=swapper)
-        for kind in ("naive", "ours"):
-            items = instrument.targets(case, kind, naive if kind == "naive" else None)
-            instrument.check_exists(items)
-            assert {t.label for t in items} >= {"decode", "detect", "swap", "encode"}
+        items = instrument.targets(case)
+        instrument.check_exists(items)
+        assert {t.label for t in items} >= {"decode", "detect", "swap", "encode", "masks", "guards"}

@@ -1,15 +1,16 @@
 """The benchmark's smoke form (``python -m bench.run --smoke``, what ``scripts/bench.sh --smoke``
-runs): every section (speed, rss, server_job, quality, tiled_vae, farm; generalization in
-test_generalization_smoke.py) on tiny inputs, so a refactor of the
-core or of the bench cannot break ``scripts/bench.sh`` unnoticed (issue 31: the speed section
-patched functions that had moved, and no speed figure was measured for days).
+runs): every registered section (bench/section.py) through the one protocol on its smoke inputs,
+so a refactor of the core or of the bench cannot break ``scripts/bench.sh`` unnoticed (issue 31:
+the speed section patched functions that had moved, and no speed figure was measured for days).
 
 One run in a child process (the farm section starts Ray and ComfyUI workers, which must not mix
 with this pytest process), under its own output root (SWAPLINE_BENCH_OUT), so a real run's
-out/bench is left alone. The RSS section instead runs here, in-process, on the test session's
-ComfyUI server (tests/conftest.py ``comfy``, shared with the integration tests) rather than two
-servers of its own: the same bench code, less the ~25 s start of each server. Each test checks one
-section: present, no error, numbers finite and > 0. The numbers are not measurements.
+out/bench is left alone. The rss and server_job sections instead run here through the same
+``section.execute``: rss on the test session's ComfyUI server (tests/conftest.py ``comfy``, shared
+with the integration tests) rather than two servers of its own. The generalization, soak and
+gpu_check sections run through it in their own tests (``RUN_ELSEWHERE``); every registered section
+is one of the two. Each test checks one section: present, no error, numbers finite and > 0. The
+numbers are not measurements.
 """
 from __future__ import annotations
 
@@ -22,26 +23,35 @@ from pathlib import Path
 
 import pytest
 
+from bench import section
+
 REPO = Path(__file__).resolve().parents[3]
 SMOKE_TIMEOUT_S = 900
 CASES = ("builtin", "insightface_synthetic")
+# section -> the test that runs it through section.execute instead of the child run below
+RUN_ELSEWHERE = {"rss": "test_rss_section", "server_job": "test_server_job_section",
+                 "generalization": "test_generalization_smoke.py", "soak": "test_soak_smoke.py",
+                 "gpu_check": "test_gpu_check.py"}
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("bench-smoke")
     env = dict(os.environ, SWAPLINE_BENCH_OUT=str(out), DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
-    # rss and server_job run below on the shared server; generalization has its own smoke
-    # (test_generalization_smoke.py)
-    proc = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--skip-rss", "--skip-server-job",
-                           "--skip-generalization"],
-                          cwd=REPO, env=env,
+    skips = [f"--skip-{n.replace('_', '-')}" for n in RUN_ELSEWHERE if not section.registry()[n].opt_in]
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", *skips], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S, check=False)
     log = proc.stdout + proc.stderr
     path = out / "results.json"
     assert path.is_file(), f"bench --smoke wrote no results.json (exit {proc.returncode}):\n{log[-6000:]}"
     results = json.loads(path.read_text())
     return {"results": results, "rc": proc.returncode, "log": log, "out": out}
+
+
+def data(smoke: dict, name: str) -> dict:
+    rec = smoke["results"]["sections"].get(name)
+    assert rec, section_error(smoke, name) or f"no {name} record"
+    return rec["data"]
 
 
 def positive(value, what: str) -> float:
@@ -60,6 +70,15 @@ def section_error(smoke: dict, prefix: str) -> str:
     return "" if not errs else f"section errors {json.dumps(errs, indent=1)[:4000]}\nlog tail:\n{smoke['log'][-3000:]}"
 
 
+def check_record(rec: dict, s) -> None:
+    """What the protocol gives for every section: its smoke inputs, its data, each target checked."""
+    assert rec["section"] == s.name and rec["smoke"] is True and set(s.smoke) <= set(rec["inputs"])
+    assert isinstance(rec["data"], dict) and rec["data"]
+    assert [t["figure"] for t in rec["targets"]] == [t.figure for t in s.targets]
+    assert all(t["met"] in (True, False, None) for t in rec["targets"])
+    assert s.body(rec["data"]) is not None
+
+
 def test_run_completes_without_errors_and_leaves_the_docs(smoke):
     r = smoke["results"]
     assert r["complete"] and r["settings"]["smoke"], smoke["log"][-3000:]
@@ -69,51 +88,57 @@ def test_run_completes_without_errors_and_leaves_the_docs(smoke):
     assert "docs/measurements" not in smoke["log"].replace("docs/measurements untouched", "")
 
 
+def test_every_registered_section_runs_through_the_protocol(smoke):
+    sections = section.registry()
+    ran = smoke["results"]["sections"]
+    assert set(ran) | set(RUN_ELSEWHERE) == set(sections), set(sections) - set(ran) - set(RUN_ELSEWHERE)
+    assert not set(ran) & set(RUN_ELSEWHERE)
+    for name, rec in ran.items():
+        check_record(rec, sections[name])
+        assert rec["inputs"] == sections[name].smoke, name
+    md = (smoke["out"] / "results.md").read_text()
+    assert all(f"# {sections[n].title}" in md for n in ran)
+
+
 def test_speed_section(smoke):
     from bench.instrument import OTHER_LABELS
-    from bench.run import SMOKE
+    from bench.speed import SECTION
 
-    r = smoke["results"]
     assert not section_error(smoke, "speed"), section_error(smoke, "speed")
-    video = r["video"]
-    (clip, frames), = SMOKE.speed_clips.items()
+    runs = data(smoke, "speed")["runs"]
+    (clip, frames), = SECTION.smoke["clips"].items()
     for case in CASES:
         key = f"{case}/{clip}"
-        run = video["speed_runs"].get(key)
-        assert run, f"no speed run {key}; have {sorted(video['speed_runs'])}"
-        positive(run["speedup_wall"], f"{key} speedup_wall")
-        positive(run["speedup_cpu"], f"{key} speedup_cpu")
-        for kind in ("naive", "ours"):
-            k = run[kind]
-            assert k["frames"] == frames, (key, kind, k["frames"])
-            positive(k["wall_s_median"], f"{key} {kind} wall")
-            st = k["stages"]
-            positive(st["fps"], f"{key} {kind} fps")
-            # every timed stage both paths go through got time: the instrumentation found them
-            for stage in ("decode", "detect", "swap", "paste", "encode"):
-                positive(st["seconds"][stage], f"{key} {kind} stage {stage}")
-            # bench/speed.py fails a run whose required targets were never called; this is that
-            # the check ran and recorded its counts
-            assert k["target_calls"] and all(isinstance(n, int) for n in k["target_calls"].values())
-        ours = run["ours"]["stages"]
+        run = runs.get(key)
+        assert run, f"no speed run {key}; have {sorted(runs)}"
+        assert run["frames"] == frames, (key, run["frames"])
+        positive(run["wall_s_median"], f"{key} wall")
+        st = run["stages"]
+        positive(st["fps"], f"{key} fps")
+        # every timed stage got wall and CPU time: the instrumentation found them
+        for stage in ("decode", "detect", "swap", "paste", "encode"):
+            positive(st["seconds"][stage], f"{key} stage {stage}")
+            positive(st["cpu_s_per_frame"][stage], f"{key} CPU s per frame {stage}")
+        assert 0 < st["glue_share"] < 1, st["glue_share"]
+        positive(run["mask_ms_per_face"], f"{key} mask ms per face")
+        # bench/speed.py fails a run whose required targets were never called; this is that the
+        # check ran and recorded its counts
+        assert run["target_calls"] and all(isinstance(n, int) for n in run["target_calls"].values())
         for label in ("flow", "store", "replay", "masks", "guards"):
             assert label in OTHER_LABELS
-            positive(ours["other_detail"][label], f"{key} ours other_detail {label}")
-        assert video["stages"][f"ours {key}"]["fps"] > 0
+            positive(st["other_detail"][label], f"{key} other_detail {label}")
 
 
 def test_rss_section(comfy, tmp_path, monkeypatch):
-    from bench import media, run
+    from bench import media
+    from bench.rss import SECTION
 
     monkeypatch.setattr(media, "MEDIA", tmp_path)
-    results = run.new_results(run.parse(["--smoke"]))
-    short, long_ = run.SMOKE.rss_frames
-    clips = {"short": run.clip(run.SMOKE, short), "long": run.clip(run.SMOKE, long_)}
-    run.run_rss(results, clips, save=lambda: None, server=comfy)
-    assert not results["errors"], json.dumps(results["errors"], indent=1)[:4000]
-    video = results["video"]
-    for label, frames in (("short", short), ("long", long_)):
-        run = video["server_runs"].get(label)
+    rec = section.execute(SECTION, smoke=True, log=lambda *a: None, server=comfy)
+    check_record(rec, SECTION)
+    d = rec["data"]
+    for label, frames in SECTION.smoke["frames"].items():
+        run = d["runs"].get(label)
         assert run, f"no server run {label}"
         assert run["frames"] == frames
         positive(run["peak_rss_mb"], f"rss {label} peak")
@@ -121,22 +146,22 @@ def test_rss_section(comfy, tmp_path, monkeypatch):
         positive(run["stages"]["fps"], f"rss {label} fps")
         positive(run["stages"]["seconds"]["detect"], f"rss {label} detect")
         positive(run["stages"]["seconds"]["encode"], f"rss {label} encode")
-    positive(video["peak_rss_ratio_long_vs_short"], "peak_rss_ratio_long_vs_short")
+    positive(d["peak_rss_ratio_long_vs_short"], "peak_rss_ratio_long_vs_short")
+    assert rec["targets"][0]["measured"] == d["peak_rss_ratio_long_vs_short"]
 
 
 def test_server_job_section(tmp_path, monkeypatch):
     """Two runs, each on a fresh server as the full run's three (a shared server would serve the
     second from its caches): the median-run path the figures come from."""
-    from bench import media, report, run
+    from bench import media, paths, server_job
+    from bench.server_job import SECTION
 
     monkeypatch.setattr(media, "MEDIA", tmp_path)
-    monkeypatch.setattr(run, "WORK", tmp_path / "work")
-    results = run.new_results(run.parse(["--smoke"]))
-    clips = {name: run.clip(run.SMOKE, n) for name, n in run.SMOKE.server_job.items()}
-    run.run_server_job(results, clips, save=lambda: None, repeats=2)
-    assert not results["errors"], json.dumps(results["errors"], indent=1)[:4000]
-    for label, n in run.SMOKE.server_job.items():
-        s = results["server_job"][label]
+    monkeypatch.setattr(paths, "WORK", tmp_path / "work")
+    rec = section.execute(SECTION, {"repeats": 2}, smoke=True, log=lambda *a: None)
+    check_record(rec, SECTION)
+    for label, n in SECTION.smoke["clips"].items():
+        s = rec["data"][label]
         assert s["frames"] == n
         assert len(s["runs"]) == 2 and s["qa_share"] == min(r["qa_share"] for r in s["runs"])   # lower median of 2
         for key in ("wall_s", "fps", "qa_s", "qa_share", "detect_s", "detect_s_per_detector_frame", "peak_rss_mb",
@@ -145,15 +170,14 @@ def test_server_job_section(tmp_path, monkeypatch):
         assert 0 < s["qa_share"] < 1 and s["detector_frames"] >= 1
         assert s["qa_detail"] and s["qa_detail"]["detect"] > 0        # the QA report's own seconds
         positive(s["other_detail"]["masks + guards"], f"server_job {label} masks + guards")   # "other" explained
-    assert any(line.startswith(f"| {label} |") for line in report.markdown(results).splitlines()
-               for label in run.SMOKE.server_job)
+    assert any(line.startswith(f"| {label} |") for line in server_job.body(rec["data"])
+               for label in SECTION.smoke["clips"])
 
 
 def test_quality_section(smoke):
     from bench.quality.run import TARGETS
 
-    q = smoke["results"]["quality"]
-    assert q, section_error(smoke, "quality") or "no quality results"
+    q = data(smoke, "quality")
     assert set(TARGETS) <= set(q["metrics"]), sorted(q["metrics"])
     for name, value in q["metrics"].items():
         finite_or_none(value, f"quality {name}")
@@ -170,8 +194,7 @@ def test_quality_section(smoke):
 
 
 def test_tiled_vae_section(smoke):
-    tv = smoke["results"]["tiled_vae"]
-    assert tv, section_error(smoke, "tiled_vae") or "no tiled_vae results"
+    tv = data(smoke, "tiled_vae")
     assert not tv["errors"], tv["errors"]
     for method in ("full", "core_tiled", "ours"):
         run = tv["runs"][method]
@@ -184,8 +207,7 @@ def test_tiled_vae_section(smoke):
 
 
 def test_farm_section(smoke):
-    f = smoke["results"]["farm"]
-    assert f, section_error(smoke, "farm") or "no farm results"
+    f = data(smoke, "farm")
     for n in ("1", "2"):
         run = f["runs"][n]
         assert run["frames"] == f["jobs"] * f["frames_per_job"]
@@ -196,8 +218,7 @@ def test_farm_section(smoke):
 
 
 def test_qa_agreement_section(smoke):
-    q = smoke["results"]["qa_agreement"]
-    assert q, section_error(smoke, "qa_agreement") or "no qa_agreement results"
+    q = data(smoke, "qa_agreement")
     assert q["faces"] >= 1000 and q["clips"] >= 14
     for gate in ("shipped", "loco"):
         s = q[gate]
@@ -206,8 +227,9 @@ def test_qa_agreement_section(smoke):
         finite_or_none(s["recall"], f"{gate} recall")
     assert set(q["per_clip"]) and all(set(v) == {"shipped", "loco"} for v in q["per_clip"].values())
     assert {"per shot", "per frame"} <= set(q["policies"])
-    # the doc renders from these results (the smoke writes no doc)
-    from bench.qa_labels import report as qa_report
+    # the page renders from these results (the smoke writes no page)
+    from bench.qa_labels.report import SECTION
 
-    text = qa_report.doc(q, smoke["results"]["machine"], smoke["results"]["run"])
-    assert "## Targets" in text and "leave-one-clip-out" in text
+    rec = smoke["results"]["sections"]["qa_agreement"]
+    text = section.page(SECTION, rec, smoke["results"]["run"])
+    assert "## Targets" in text and "leave-one-clip-out" in text and "- Commit: " in text

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import generalization
+from bench import section
 from bench.generalization import metrics, report
+from bench.generalization.section import SECTION
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -36,8 +37,10 @@ def _finite(v) -> bool:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("generalization-smoke")
-    res = generalization.run(smoke=True, out=out, log=lambda *a: None)
-    res["_out"] = out
+    rec = section.execute(SECTION, {"out": str(out)}, smoke=True, log=lambda *a: None)   # bench.run's protocol
+    assert rec["section"] == "generalization" and len(rec["targets"]) == len(SECTION.targets)
+    res = rec["data"]
+    res["_out"], res["_record"] = out, rec
     return res
 
 
@@ -67,7 +70,7 @@ def test_smoke_occluder_and_strips(smoke):
     text = "\n".join(report.markdown(smoke))     # the doc's tables render from a result
     assert "shipped_colour" in text and shape in text
     with pytest.raises(ValueError, match="smoke"):
-        generalization.write_doc(smoke)
+        section.write(SECTION, smoke["_record"], section.stamp())
 
 
 def test_face_detail_reads_a_smeared_face_lower():

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench import measurements
-from bench.machine import machine_info
+from bench import section
 from bench.paths import QUALITY_MEDIA, SAMPLES
 from bench.quality import panel, score, sources
 from swapline_core.video import iter_frames
@@ -78,7 +77,7 @@ def test_is_colour_tells_the_shipped_sources_apart():
 
 
 def test_sources_doc_has_origins_and_a_colour_summary(tmp_path, monkeypatch):
-    monkeypatch.setattr(measurements, "DOCS", tmp_path)
+    monkeypatch.setattr(section, "DOCS", tmp_path)
 
     def row(moved, toward, colour, origin):
         return {"moved_to_source": moved, "toward_source": toward, "identity_distances": [0.7, 0.6, 0.8],
@@ -87,9 +86,9 @@ def test_sources_doc_has_origins_and_a_colour_summary(tmp_path, monkeypatch):
     rows = {"source_face": row(0.094, 0.969, False, "shipped grey"),
             "source_face_colour": row(1.0, 1.0, True, "shipped colour"),
             "f_a": row(0.0, 0.5, True, "wheel a frame 0"), "m_b": row(0.3, 0.95, True, "wheel b frame 4")}
-    measurements.write_sources(rows, "clip.webp", machine_info())
+    sources.write_doc(rows, "clip.webp")
     doc = (tmp_path / "quality_sources.md").read_text()
     assert ("Over the 3 colour sources: median moved_to_source 0.300, median toward_source 0.950; "
             "1 of 3 reach moved_to_source >= 0.9 (2 reach toward_source >= 0.9).") in doc
     assert "| origin |" in doc and "| 0.300 | 0.950 | 0.700 | 0.600 | 0.800 | 2.000 | 0.800 | wheel b frame 4 |" in doc
-    assert "- Command: " in doc and "- Date: " in doc and "- Machine: " in doc
+    assert "- Command: " in doc and "- Date: " in doc and "- Machine: " in doc and "- Commit: " in doc
