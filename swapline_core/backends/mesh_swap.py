@@ -18,8 +18,10 @@ the target is hidden on the real head and is never pasted: where it shows, the m
 Colour: the source's texture is matched to the target's skin in Lab (``classical.reinhard_lab``,
 means over the skin triangles only: no eyes, brows or lips), relit with the target's
 low-frequency shading (``classical_blend.relight``), then brought to the target's colour along the
-paste's edge by a smooth membrane (``mesh_blend.membrane``) and feathered. What in the source is
-not its skin (hair across the face, a hand: ``mesh_blend.source_skin``) is not pasted.
+paste's edge by a smooth membrane (``mesh_blend.membrane``), its fine texture on plain skin toned
+down to the target's (``mesh_blend.match_detail``: stubble on a smooth face read as dirt) and
+feathered. What in the source is not its skin (hair across the face, a hand:
+``mesh_blend.source_skin``) is not pasted.
 
 Both meshes come from the mesh model run here (``MeshAnalyzer.track``): the target's at each
 tracked face's box and five points, so the faces may come from any analyzer; the source's once per
@@ -39,7 +41,7 @@ from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, 
 from . import face_mesh as fm
 from .classical import reinhard_lab
 from .classical_blend import relight
-from .mesh_blend import membrane, source_skin
+from .mesh_blend import DETAIL_GAIN, DETAIL_SCALE, match_detail, membrane, source_skin
 from .mesh_mirror import mirror_map
 
 # MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
@@ -248,7 +250,7 @@ class MeshSwapper(FaceSwapper):
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), MIRROR_SHARE,
-                HIDDEN_SHARE, self.blend)
+                HIDDEN_SHARE, self.blend, DETAIL_GAIN, DETAIL_SCALE)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -339,6 +341,8 @@ class MeshSwapper(FaceSwapper):
             warped = relight(warped, patch_f, paste, self.relight * size)
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
+        plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]
+        warped = match_detail(warped, patch_f, plain, size)
         pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
         # source_mouth False: the inside of the mouth is already the target's (the mask stack's
         # mouth part stays off in its "auto" setting, as for neural swappers)

@@ -71,3 +71,27 @@ def test_source_skin_marks_hair_across_the_face_and_spares_the_features():
     assert w[22:28, 10:90].max() < 0.1                         # the fringe
     assert np.all(w[60:66, 40:60] == 1.0)                      # the lips are never judged by colour
     assert np.all(w[:, :5] == 0.0)
+
+
+def test_match_detail_tones_the_source_stubble_down_to_the_target_skin_and_spares_features():
+    from swapline_core.backends.mesh_blend import DETAIL_GAIN, match_detail
+
+    rng = np.random.default_rng(2)
+    patch = np.full((160, 160, 3), 170.0, np.float32) + rng.normal(0, 1.5, (160, 160, 1)).astype(np.float32)
+    stubble = rng.normal(0, 14, (160, 160, 1)).astype(np.float32)
+    warped = np.full_like(patch, 165.0) + stubble
+    skin = np.zeros((160, 160), bool)
+    skin[20:140, 20:100] = True                          # plain skin; the rest stands for a brow
+    out = match_detail(warped, patch, skin, size=150.0)
+
+    def fine(img, sel):
+        return float((img - cv2.GaussianBlur(img, (0, 0), 7.5))[sel].std())
+
+    inner = np.zeros_like(skin)
+    inner[50:110, 45:75] = True
+    assert fine(warped, inner) > 5 * fine(patch, inner)
+    assert fine(out, inner) < DETAIL_GAIN * fine(patch, inner) * 1.6       # down to the target's grain
+    feature = np.zeros_like(skin)
+    feature[50:110, 125:150] = True
+    assert np.allclose(out[feature], warped[feature], atol=1e-3)           # features keep their detail
+    assert abs(float(out[inner].mean()) - float(warped[inner].mean())) < 1.0  # the colour is untouched
