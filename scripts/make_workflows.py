@@ -15,8 +15,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from workflow_format import api_to_ui, is_widget, widget_inputs  # noqa: E402
 
-BUILTIN = "builtin (MTCNN + dlib, no download)"
-CLASSICAL = "builtin classical (landmark warp, no download)"
+# The built-in workflows run the mesh path: every model in it allows commercial use, and viewers
+# accept its faces more often than the classical path's (docs/measurements/qa_agreement.md).
+BUILTIN = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
+MESH = "builtin mesh (MediaPipe mesh warp, no download)"
 CLIP = "swapline_sample_clip.mp4"
 SOURCE = "swapline_source_face.png"
 TARGET_REF = "swapline_target_reference.png"
@@ -182,7 +184,7 @@ def video_swap_refine() -> dict:
 def video_swap_core_builtin() -> dict:
     """video_swap_builtin between core's own video nodes: core Load Video -> VIDEO to Frames (no
     decode into an IMAGE tensor) ... QA -> Frames to VIDEO -> core Save Video (stream copy)."""
-    p = video_swap(BUILTIN, CLASSICAL, 0.9, "swapline/video_swap_core_builtin")
+    p = video_swap(BUILTIN, MESH, 0.9, "swapline/video_swap_core_builtin")
     p["1"] = {"class_type": "LoadVideo", "_meta": {"title": "Target clip (core Load Video)"},
               "inputs": {"file": CLIP}}
     del p["11"]                                    # the C2PA sink: core Save Video writes the file here
@@ -208,12 +210,12 @@ UI_MODELS = {"face_refine": {"8": [REFINE_MODELS["checkpoint"]], "9": [REFINE_MO
 
 WORKFLOWS = {
     "video_swap_builtin": ("Batch video face swap (built-in models, no download)",
-                           video_swap(BUILTIN, CLASSICAL, 0.9, "swapline/video_swap_builtin")),
+                           video_swap(BUILTIN, MESH, 0.9, "swapline/video_swap_builtin")),
     "video_swap": ("Batch video face swap (InsightFace buffalo_l + inswapper_128)",
                    video_swap("buffalo_l", "inswapper_128.onnx", 0.35, "swapline/video_swap")),
     "video_swap_core_builtin": ("Batch video face swap between core Load Video and core Save Video (built-in "
                                 "models, no download)", video_swap_core_builtin()),
-    "image_swap_builtin": ("Image face swap (built-in models, no download)", image_swap(BUILTIN, CLASSICAL, 0.9)),
+    "image_swap_builtin": ("Image face swap (built-in models, no download)", image_swap(BUILTIN, MESH, 0.9)),
     "image_swap": ("Image face swap (InsightFace buffalo_l + inswapper_128)",
                    image_swap("buffalo_l", "inswapper_128.onnx", 0.35)),
     "face_refine": ("Face refine: SD1.5 + face ControlNet at low denoise on aligned crops, pasted back", face_refine()),

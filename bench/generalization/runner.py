@@ -31,12 +31,14 @@ def _node(prompt: dict, cls: str) -> str:
 
 
 def build_prompt(video: str, count: int, source: str, reference: str | None, prefix: str,
-                 qa_policy: str | None = None, swapper: str | None = None, qa_limit_set: str | None = None) -> dict:
+                 qa_policy: str | None = None, swapper: str | None = None, qa_limit_set: str | None = None,
+                 analyzer: str | None = None) -> dict:
     """The shipped workflow for one run; ``reference`` None: Track Faces follows the largest face
     (the clip gave the scorer no face to crop a reference from). ``qa_policy``: the QA gate's policy
     instead of the shipped one ("flag only" delivers every swapped face, for labelling);
     ``swapper``: another choice of Load Face Swapper's swapper than the shipped one; ``qa_limit_set``:
-    the QA gate's limit set instead of the shipped default."""
+    the QA gate's limit set instead of the shipped default; ``analyzer``: another Load Face
+    Analyzer pack than the shipped one."""
     p = json.loads(Path(WORKFLOW).read_text())
     loader, track = _node(p, "SwaplineLoadVideo"), _node(p, "SwaplineTrackFaces")
     p[loader]["inputs"].update(video=video, count=int(count))
@@ -58,6 +60,8 @@ def build_prompt(video: str, count: int, source: str, reference: str | None, pre
         p[_node(p, "SwaplineSwapperLoader")]["inputs"]["swapper"] = swapper
     if qa_limit_set is not None:
         p[qa]["inputs"]["limit_set"] = qa_limit_set
+    if analyzer is not None:
+        p[_node(p, "SwaplineAnalyzerLoader")]["inputs"]["pack"] = analyzer
     p[_node(p, "SwaplineC2PASink")]["inputs"]["filename_prefix"] = prefix
     p[FRAMES_TO_IMAGE] = {"class_type": "SwaplineFramesToImage",
                           "inputs": {"frames": [qa, 0], "max_frames": 100_000}}
@@ -141,11 +145,12 @@ class Server:
         return name
 
     def run(self, label: str, video: str, count: int, source: str, reference: str | None,
-            qa_policy: str | None = None, swapper: str | None = None, qa_limit_set: str | None = None) -> dict:
+            qa_policy: str | None = None, swapper: str | None = None, qa_limit_set: str | None = None,
+            analyzer: str | None = None) -> dict:
         from PIL import Image
 
         prefix = f"gx/{label}"
-        prompt = build_prompt(video, count, source, reference, prefix, qa_policy, swapper, qa_limit_set)
+        prompt = build_prompt(video, count, source, reference, prefix, qa_policy, swapper, qa_limit_set, analyzer)
         t0 = time.perf_counter()
         hist = self.server.run(prompt, timeout=1800)
         wall = time.perf_counter() - t0

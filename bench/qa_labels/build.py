@@ -50,10 +50,15 @@ EXTRA_PANEL = ("f_kling_dual_woman",)    # a panel face beyond the development s
 FRAMES, EVERY = 24, 2
 CROP, PAD = 192, 1.6
 QA_POLICY = "flag only"
-# The built-in swap paths the set labels (Load Face Swapper's choices); a face's id carries the
-# path's short name unless it is the classical one (the set's first path).
+# The built-in swap paths the set labels: Load Face Swapper's swapper and Load Face Analyzer's pack
+# for each; a face's id carries the path's short name unless it is the classical one (the set's
+# first path). "mesh" is the mesh swap behind the MTCNN + dlib analyzer (labelled at fcd4339),
+# "mesh2" the shipped built-in workflow since 7763910: the mesh swap behind the mesh analyzer.
+MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
-            "mesh": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh2": "builtin mesh (MediaPipe mesh warp, no download)"}
+ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": "builtin mesh (BlazeFace + MediaPipe mesh, no download)"}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
@@ -130,7 +135,10 @@ def done_runs(swapper: str = "classical") -> set[tuple[str, str]]:
 
 
 def path_of(row: dict) -> str:
-    """The short name of the swap path a faces.jsonl row was made with."""
+    """The short name of the swap path a faces.jsonl row was made with (rows written before paths
+    were recorded: by their swapper)."""
+    if row.get("path"):
+        return row["path"]
     return next((k for k, v in SWAPPERS.items() if v == row.get("swapper")), "classical")
 
 
@@ -161,7 +169,8 @@ def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[
         for f in rec.get("faces") or []:
             fid = face_id(clip.name, source.name, i, f.get("track_id"), swapper)
             row = {"id": fid, "clip": clip.name, "source": source.name, "frame": i, "track": f.get("track_id"),
-                   "bbox": f["bbox"], "commit": rev, "swapper": SWAPPERS[swapper], "qa_policy": QA_POLICY}
+                   "bbox": f["bbox"], "commit": rev, "swapper": SWAPPERS[swapper], "analyzer": ANALYZERS[swapper],
+                   "path": swapper, "qa_policy": QA_POLICY}
             if f.get("skip_reason") or not f.get("swapped", True):
                 row["crop"] = None
                 row["not_swapped"] = f.get("skip_reason") or "the result hardly changed the face"
@@ -196,7 +205,7 @@ def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES, swapper:
             for n in todo:
                 try:
                     res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], ref_name,
-                                     qa_policy=QA_POLICY, swapper=SWAPPERS[swapper])
+                                     qa_policy=QA_POLICY, swapper=SWAPPERS[swapper], analyzer=ANALYZERS[swapper])
                 except ComfyExecutionError as e:
                     # the scorer's reference crop can be too small for the pipeline's detector:
                     # follow the largest face instead, as the generalization section does without one
@@ -205,7 +214,7 @@ def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES, swapper:
                     log(f"qa_labels: {clip.name}: no face in the reference crop, tracking the largest face")
                     ref_name = None
                     res = server.run(f"{clip.name}__{n}", video, len(frames), staged[n], None, qa_policy=QA_POLICY,
-                                     swapper=SWAPPERS[swapper])
+                                     swapper=SWAPPERS[swapper], analyzer=ANALYZERS[swapper])
                 yield clip, srcs[n], res, frames
 
 
@@ -226,7 +235,7 @@ def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = 
             # a run with no face still counts as done, so the build does not redo it
             face_rows = [{"id": face_id(clip.name, src.name, -1, None, swapper), "clip": clip.name,
                           "source": src.name, "frame": -1, "crop": None, "not_swapped": "no tracked face",
-                          "commit": rev, "swapper": SWAPPERS[swapper]}]
+                          "commit": rev, "swapper": SWAPPERS[swapper], "path": swapper}]
         _append(GATE, gate_rows)
         _append(FACES, face_rows)
         log(f"qa_labels: {clip.name} x {src.name}: {len(crops)} pairs ({time.perf_counter() - t0:.0f} s)")
