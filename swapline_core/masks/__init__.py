@@ -14,6 +14,7 @@ for previews and a JSON summary in ``patch.info["masks"]``.
 """
 from __future__ import annotations
 
+import logging
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..parallel import map_frames
 from ..types import Face, SwapPatch
-from . import builtin, rules, rules_off, temporal
+from . import builtin, hands, rules, rules_off, temporal
 from .region import area_part, model_parts
 from .stack import (
     AREAS,
@@ -88,6 +89,12 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
                     rules.switched_off(it.info["rules"], rules.NOTE_OF.get(k, k), why)
     if opts.builtin_occlusion and rules.enabled(off, "wires"):
         map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
+    if opts.builtin_occlusion and rules.enabled(off, "hands"):
+        why = hands.keep_hands(frames, items, lambda it, m: builtin.keep_pixels(it, "hands", builtin.in_patch(it, m)))
+        if why:
+            _warn_once(why)
+            for it in items:
+                rules.switched_off(it.info["rules"], "hands", why)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
         if a is not None:
@@ -265,3 +272,13 @@ def _pairs(fs: Sequence[Face], ps: Sequence[SwapPatch]):
     if len(fs) != len(ps):
         raise ValueError(f"the mask stack needs one patch per face, got {len(ps)} patches for {len(fs)} faces")
     return [(f, p) for f, p in zip(fs, ps) if p.mask.size and p.mask.any()]
+
+
+def _warn_once(why: str) -> None:
+    """One log line per reason and process (a missing model would otherwise log every chunk)."""
+    if why not in _WARNED:
+        _WARNED.add(why)
+        logging.getLogger("swapline").warning("Swapline masks: the 'hands' occluder rule is off: %s", why)
+
+
+_WARNED: set[str] = set()

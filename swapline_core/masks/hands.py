@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from ..backends import mesh_models as mm
+from ..backends.cache import cached
 from ..backends.hands import FINGERS, PALM_POINTS, Hand, HandDetector
 
 FINGER = 0.22          # finger width / s
@@ -189,3 +191,34 @@ def hand_masks(frame_rgb: np.ndarray, face_boxes: Sequence[Sequence[float]], det
                 np.maximum(m[iy0:iy1, ix0:ix1], region[iy0 - ry:iy1 - ry, ix0 - rx:ix1 - rx], out=m[iy0:iy1, ix0:ix1])
         out.append(m)
     return out
+
+
+def shared_detector(model_dir=None) -> tuple[HandDetector | None, str | None]:
+    """(the hand detector, cached by its model file like every model, None) or (None, why): a
+    checkout whose setup predates the hand models (a ComfyUI-Manager install that has not run
+    scripts/fetch_mesh_models.py) still swaps, and each face's record says the rule was off."""
+    folder = mm.DEFAULT_DIR if model_dir is None else model_dir
+    try:
+        return cached("hand-detector", str(mm.model_path(mm.PALM, folder)), (),
+                      lambda: HandDetector(folder)), None
+    except mm.MeshModelsMissing as e:
+        return None, f"hand models missing: {e}"
+
+
+def keep_hands(frames: Sequence[np.ndarray], items, keep) -> str | None:
+    """Run the detector once per frame over its faces' boxes and hand each face's hand pixels to
+    ``keep(item, frame_map)`` (the mask stack's ``keep_pixels``); ``items`` carry ``i`` (frame) and
+    ``face``. Returns why the rule could not run, or None."""
+    det, why = shared_detector()
+    if det is None:
+        return why
+    by_frame: dict[int, list] = {}
+    for it in items:
+        by_frame.setdefault(it.i, []).append(it)
+    for i, its in by_frame.items():
+        frame = np.ascontiguousarray(np.asarray(frames[i])[..., :3])
+        if frame.dtype != np.uint8:
+            frame = np.clip(frame * (255.0 if frame.max() <= 1.0 else 1.0) + 0.5, 0, 255).astype(np.uint8)
+        for it, m in zip(its, hand_masks(frame, [it.face.bbox for it in its], det)):
+            keep(it, m)
+    return None

@@ -52,6 +52,9 @@ RULES: tuple[Rule, ...] = (
          "px released", "occlusion._glare"),
     Rule("beside", "skin samples that match the background beside a turned face are not fitted as skin",
          "samples dropped", "beside.not_background"),
+    Rule("hands", "a hand over the face has the face's own skin colour, so the colour rules swap it: MediaPipe's "
+                  "palm detector and hand landmarks near the face box find it (the bernini and bird clips)",
+         KEPT, "hands"),
 )
 NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
 BY_NAME = {r.name: r for r in RULES}

@@ -173,3 +173,35 @@ def test_given_hands_skip_the_models_and_bad_frames_are_refused(detector):
 def test_window_is_the_grown_box_clipped_to_the_frame():
     assert mh.window([10, 20, 50, 60], (100, 200), 0.25) == (0, 10, 60, 70)
     assert mh.window([150, 50, 199, 99], (100, 200), 0.5) == (125, 25, 200, 100)
+
+
+def test_the_mask_stack_keeps_the_finger_and_counts_it_in_the_rules_record(bird, detector, analyzer):
+    """Through the mask stack as the swap runs it (``refine_masks``, the ``hands`` rule of the
+    registry): the finger across the lips keeps the target's pixels; with the rule off they are
+    swapped; the face's record counts the rule's pixels."""
+    import copy
+
+    from swapline_core.backends.mesh_swap import MeshSwapper
+    from swapline_core.masks import MaskOptions, refine_masks
+    from swapline_core.types import SourceIdentity
+
+    frames, faces = bird
+    img = np.asarray(Image.open(SOURCE).convert("RGB"))
+    source = SourceIdentity(np.zeros(128, np.float32), analyzer.recognizer_name, img, analyzer.detect([img])[0][0])
+    patches = MeshSwapper(analyzer=analyzer).swap(frames, faces, source)
+    on = refine_masks(frames, faces, copy.deepcopy(patches), MaskOptions(), None)
+    off = refine_masks(frames, faces, copy.deepcopy(patches), MaskOptions(rules_off=("hands",)), None)
+    for f, fs, a, b in zip(frames, faces, on, off):
+        hand = mh.hand_masks(f, [fs[0].bbox], detector)[0]
+        x0, y0, x1, y1 = a[0].region
+        finger = (hand[y0:y1, x0:x1] > 0) & (b[0].mask > 0.5)      # hand pixels the swap would paste
+        assert finger.sum() >= 4, int(finger.sum())
+        assert a[0].mask[finger].max() < 0.05                        # kept from the target
+        rec = a[0].info["masks"]["rules"]["hands"]
+        assert rec["count"] >= finger.sum(), rec
+        assert b[0].info["masks"]["rules"]["hands"] == {"disabled": True}
+
+
+def test_without_the_hand_models_the_rule_is_off_and_says_why(tmp_path):
+    det, why = mh.shared_detector(tmp_path)
+    assert det is None and "hand models missing" in why and str(tmp_path) in why
