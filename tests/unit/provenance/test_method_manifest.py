@@ -112,6 +112,17 @@ def test_trained_swapper_restorer_and_refine_are_trained_composites(tmp_path):
     assert "ghost family" in edits[0]["description"] and "unknown file" in edits[1]["description"]
 
 
+def test_the_mesh_swap_is_a_synthetic_composite_with_its_method_stated():
+    from swapline_core.backends.mesh_swap import MeshSwapper
+
+    sw = MeshSwapper()
+    rec = method.swap_record(sw, tuple(sw.model_files()))
+    assert rec.method.startswith("dense mesh texture warp") and rec.generation == "algorithmic"
+    assert dict(rec.detail)["swapper"] == "mesh_warp"
+    assert method.source_type([{"stage": rec.stage, "method": rec.method, "generation": rec.generation,
+                                "models": []}]) == method.SYNTHETIC_COMPOSITE
+
+
 def test_source_type_rules():
     def st(gen):
         return {"stage": "x", "method": "m", "generation": gen, "models": []}
