@@ -209,7 +209,10 @@ def _runs(clips, names: list[str], skip: set, log, count: int = FRAMES, swapper:
                 except ComfyExecutionError as e:
                     # the scorer's reference crop can be too small for the pipeline's detector:
                     # follow the largest face instead, as the generalization section does without one
-                    if ref_name is None or "NoFaceError" not in str(e) or f"({staged[n]}" in str(e):
+                    # (or too small for Build Face Model's source check, with the mesh analyzer's eye points)
+                    msg = str(e)
+                    ref_failed = "NoFaceError" in msg or ("too small to swap from" in msg and "(node 6)" in msg)
+                    if ref_name is None or not ref_failed or f"({staged[n]}" in str(e):
                         raise
                     log(f"qa_labels: {clip.name}: no face in the reference crop, tracking the largest face")
                     ref_name = None
