@@ -31,9 +31,11 @@ SHEETS = OUT / "qa_labels" / "sheets"
 COLS, ROWS = 3, 4
 PER_SHEET = COLS * ROWS
 SECOND_SHARE, SECOND_SEED = 0.10, 48
-# The labelling round whose mixed sheets compare the swap paths today (``mixed_sheets``): the mesh
-# path rebuilt at f679469 beside the classical path's faces of the same runs.
-ROUND = "mixed-2"
+# The labelling round whose mixed sheets compare the swap paths today (``mixed_sheets``): mixed-2,
+# the mesh swap behind the MTCNN analyzer (path mesh, fcd4339) beside the classical path's faces of
+# the same runs; mixed-3, the shipped built-in workflow (path mesh2, 3d123e8) beside them again.
+ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3"}
+ROUND = ROUNDS["mesh2"]
 
 # what a viewer sees, in the words
 DEFECTS = {
