@@ -23,12 +23,13 @@ from .types import CATEGORY, Analyzer, FaceModel, Faces, Frames, QALimits, QARep
 POLICIES = core_qa.POLICIES
 GATE_TITLE = "QA Gate"
 
-LIMIT_SET_TIP = ("Which limits the gate applies. viewer-labelled (strict): chosen by a rule on swapped faces "
-                 "labelled by eye over 14 clips (docs/measurements/qa_agreement.md); it fails far more faces a "
-                 "viewer rejects, and some a viewer accepts. calibrated (sample clip): chosen on the sample clip "
-                 "alone. auto (default): viewer-labelled for the built-in swap, which it was measured on; "
-                 "calibrated for trained swappers (not yet measured against labels: the report says so). "
-                 "Single limits: a QA Limit Overrides node on the 'limits' input.")
+LIMIT_SET_TIP = ("Which limits the gate applies. viewer-labelled (strict) / (mesh swap): chosen by a rule on "
+                 "faces of the built-in classical / mesh swap labelled by eye over many clips "
+                 "(docs/measurements/qa_agreement.md); they fail far more faces a viewer rejects, and some a viewer "
+                 "accepts. calibrated (sample clip): chosen on the sample clip alone. auto (default): the labelled "
+                 "set of the built-in swap that made the frames; calibrated for trained swappers (not yet "
+                 "measured against labels: the report says so). Single limits: a QA Limit Overrides node on the "
+                 "'limits' input.")
 
 
 def thresholds_for(analyzer, limit_set: str = decide.DEFAULT_LIMIT_SET, **given) -> core_qa.QAThresholds:
@@ -123,7 +124,7 @@ class QAGate(io.ComfyNode):
         report["limit_set"] = chosen
         if overrides:
             report["limit_overrides"] = dict(sorted(overrides.items()))
-        if chosen != "viewer-labelled (strict)":
+        if not chosen.startswith("viewer-labelled"):
             report["limits_note"] = ("limits not measured against faces labelled by eye for this swap "
                                      "(docs/measurements/qa_agreement.md measures the built-in swap)")
         try:

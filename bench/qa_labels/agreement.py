@@ -40,7 +40,9 @@ QUANTILES = np.linspace(0.5, 0.99, 50)
 # (metrics_defects); redetection is a yes/no check of its own
 METRICS = tuple((m, d) for m, _, d, _, _ in _CHECKS) + (("edge_loss", "max"),)
 FIELD = {m: f for m, f, *_ in _CHECKS}        # metric -> QAThresholds field (edge_loss has none yet)
-LIMITS_OUT = REPO / "swapline_core" / "qa" / "thresholds_labelled.json"
+# the limit set each path's labels choose (swapline_core/qa/decide.py LIMIT_SETS)
+LIMITS_OUT = {"classical": REPO / "swapline_core" / "qa" / "thresholds_labelled.json",
+              "mesh2": REPO / "swapline_core" / "qa" / "thresholds_labelled_mesh.json"}
 DOC = REPO / "docs" / "measurements" / "qa_agreement.md"
 
 
@@ -159,13 +161,13 @@ def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
     return passed, per_clip
 
 
-def accepted(side_by_side: bool = False) -> dict:
+def accepted(round_: str | None = None) -> dict:
     """What a viewer accepts of each built-in swap path's raw swapped faces: overall, per clip, per
     source, and on the good sources (the shipped photos and the sharp frontal panel face).
-    ``side_by_side``: only the labels given on mixed sheets, where the same labellers judged both
+    ``round_``: only the labels of one mixed-sheet round, where the same labellers judged two
     paths' faces of the same runs, shuffled together (the fair comparison: labellers differ)."""
     out = {}
-    mixed = qlabels.labels(None, "mixed") if side_by_side else None
+    mixed = qlabels.labels(None, round_) if round_ else None
     for sw in SWAPPERS:
         rows = table(sw)
         if mixed is not None:
@@ -185,10 +187,27 @@ def accepted(side_by_side: bool = False) -> dict:
     return out
 
 
-def measure() -> dict:
+# The path the shipped built-in workflows run (scripts/make_workflows.py): the targets are judged on it.
+SHIPPED_PATH = "mesh2"
+
+
+def measure(path: str = SHIPPED_PATH) -> dict:
+    """Every figure of the page for ``path``'s labelled faces, plus the gate on the other paths and
+    each mixed round's side-by-side shares."""
+    res = measure_path(path)
+    res["path"] = path
+    res["other_paths"] = {p: {k: v for k, v in measure_path(p).items() if k in ("faces", "acceptable", "shipped",
+                                                                                    "loco", "all_clips_limits")}
+                          for p in SWAPPERS if p != path and table(p)}
+    res["accepted"] = accepted()
+    res["accepted_side_by_side"] = {r: accepted(r) for r in sorted(set(qlabels.ROUNDS.values()))}
+    return res
+
+
+def measure_path(path: str) -> dict:
     from . import policy
 
-    rows = table()
+    rows = table(path)
     acc = np.array([r["acceptable"] for r in rows])
     shipped = np.array([r["shipped_pass"] for r in rows])
     loco, loco_limits = leave_one_clip_out(rows)
@@ -217,22 +236,27 @@ def measure() -> dict:
                                  "redetection": full_red},
             "shipped_limits": shipped_limits(), "agreement": qlabels.agreement(),
             "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
-            "accepted": accepted(), "accepted_side_by_side": accepted(side_by_side=True),
             "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
 
 
-def write_limits(res: dict, path: Path = LIMITS_OUT) -> Path:
-    """The limit set "viewer-labelled (strict)": the limits the rule chose on every labelled clip,
-    as QAThresholds fields (what it did not choose stays the calibrated value), with provenance."""
-    chosen = res["all_clips_limits"]
-    th = {FIELD[m]: v for m, v in chosen["limits"].items()}
-    th["require_redetection"] = bool(chosen["redetection"]) or QAThresholds().require_redetection
-    path.write_text(json.dumps({
-        "generated_by": "python -m bench.qa_labels.agreement --write-limits",
-        "doc": "docs/measurements/qa_agreement.md", "date": res["date"],
-        "labelled_faces": res["faces"], "clips": res["clips"], "rule": res["rule"],
-        "leave_one_clip_out": res["loco"], "thresholds": th}, indent=1) + "\n")
-    return path
+def write_limits(res: dict) -> list[Path]:
+    """Each labelled limit set (``LIMITS_OUT``): the limits the rule chose on every labelled clip of
+    its path, as QAThresholds fields (what it did not choose stays the calibrated value), with
+    provenance."""
+    out = []
+    for path, fig in ((res["path"], res), *res["other_paths"].items()):
+        if path not in LIMITS_OUT:
+            continue
+        chosen = fig["all_clips_limits"]
+        th = {FIELD[m]: v for m, v in chosen["limits"].items()}
+        th["require_redetection"] = bool(chosen["redetection"]) or QAThresholds().require_redetection
+        LIMITS_OUT[path].write_text(json.dumps({
+            "generated_by": "python -m bench.qa_labels.agreement --write-limits",
+            "doc": "docs/measurements/qa_agreement.md", "date": res["date"], "swap_path": path,
+            "labelled_faces": fig["faces"], "rule": res["rule"],
+            "leave_one_clip_out": fig["loco"], "thresholds": th}, indent=1) + "\n")
+        out.append(LIMITS_OUT[path])
+    return out
 
 
 def main(argv=None) -> None:
@@ -240,7 +264,8 @@ def main(argv=None) -> None:
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
     ap.add_argument("--doc", action="store_true", help="write docs/measurements/qa_agreement.md")
     ap.add_argument("--write-limits", action="store_true",
-                    help=f"write the limits chosen on all labelled clips to {LIMITS_OUT.name} "
+                    help="write the limits chosen on all labelled clips of each path to "
+                         f"{', '.join(p.name for p in LIMITS_OUT.values())} "
                          "(a decision: see docs/qa.md)")
     a = ap.parse_args(argv)
     res = measure()

@@ -33,12 +33,16 @@ THRESHOLDS_FILE = Path(__file__).with_name("thresholds.json")
 # Named limit sets (the QA node's "limit_set"): the sample clip's calibration, and the limits chosen
 # by a rule on faces labelled by eye over many clips (bench/qa_labels, docs/measurements/qa_agreement.md).
 LIMIT_SETS = {"calibrated (sample clip)": THRESHOLDS_FILE,
-              "viewer-labelled (strict)": Path(__file__).with_name("thresholds_labelled.json")}
-# "auto": the labelled set where the swap is the path it was measured on (the built-in classical
-# warp), the calibrated set elsewhere (no labelled faces of a trained swapper exist yet).
+              "viewer-labelled (strict)": Path(__file__).with_name("thresholds_labelled.json"),
+              "viewer-labelled (mesh swap)": Path(__file__).with_name("thresholds_labelled_mesh.json")}
+# "auto": a labelled set where the swap is the path it was measured on (the built-in classical
+# warp, the built-in mesh warp), the calibrated set elsewhere (no labelled faces of a trained
+# swapper exist yet).
 AUTO_LIMIT_SET = "auto (viewer-labelled for the built-in swap)"
 DEFAULT_LIMIT_SET = AUTO_LIMIT_SET
-MEASURED_ON = "classical landmark warp"     # the swap method (provenance) the labelled set measured
+# the swap method (provenance method.swap_record) each labelled set measured -> that set
+MEASURED_ON = {"classical landmark warp": "viewer-labelled (strict)",
+               "dense mesh texture warp": "viewer-labelled (mesh swap)"}
 # A limit a set does not give: off (the metric is reported, never fails a face on its own).
 OFF = 1e9
 # ArcFace similarities: same person ~0.4-0.8, different people < 0.2 (not measured on real
@@ -51,7 +55,7 @@ def _load_defaults(path: Path = THRESHOLDS_FILE) -> dict:
         return json.loads(path.read_text())["thresholds"]
     except (OSError, ValueError, KeyError) as e:
         raise SwaplineError(f"cannot read the QA limits {path}: {e}. Reinstall the pack, or regenerate the file "
-                            "(thresholds.json: bench/calibrate_qa.py; thresholds_labelled.json: "
+                            "(thresholds.json: bench/calibrate_qa.py; thresholds_labelled*.json: "
                             "python -m bench.qa_labels.agreement --write-limits)") from e
 
 
@@ -94,8 +98,9 @@ def resolve_limit_set(name: str, swap_methods: Sequence[str] = ()) -> str:
     made the frames is the method it was measured on, else the calibrated one."""
     if name != AUTO_LIMIT_SET:
         return name
-    if swap_methods and all(m.startswith(MEASURED_ON) for m in swap_methods):
-        return "viewer-labelled (strict)"
+    for method, chosen in MEASURED_ON.items():
+        if swap_methods and all(m.startswith(method) for m in swap_methods):
+            return chosen
     return "calibrated (sample clip)"
 
 

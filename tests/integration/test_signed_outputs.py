@@ -26,8 +26,15 @@ def staged(comfy):
 
 
 def signed_image_swap(prefix: str, **sink) -> dict:
-    """workflows/api/image_swap_builtin (classical swap) with its SaveImage replaced by the C2PA sink."""
+    """workflows/api/image_swap_builtin with its SaveImage replaced by the C2PA sink, on the classical
+    path (MTCNN + dlib analyzer, 68-point warp; the shipped workflow runs the mesh path, which
+    test_video_pipeline's signed run covers)."""
     p = copy.deepcopy(json.loads((REPO / "workflows" / "api" / "image_swap_builtin.json").read_text()))
+    for node in p.values():
+        if node["class_type"] == "SwaplineAnalyzerLoader":
+            node["inputs"]["pack"] = "builtin (MTCNN + dlib, no download)"
+        if node["class_type"] == "SwaplineSwapperLoader":
+            node["inputs"]["swapper"] = "builtin classical (landmark warp, no download)"
     save = next(k for k, v in p.items() if v["class_type"] == "SaveImage")
     swap = next(k for k, v in p.items() if v["class_type"] == "SwaplineSwapFaces")
     target = p[swap]["inputs"]["images"]

@@ -96,18 +96,23 @@ def test_builtin_video_swap_workflow(comfy):
     assert check.state == "Valid" and "signingCredential.untrusted" in check.failure_codes
     assert {i["relationship"] for i in check.ingredients} == {"parentOf", "componentOf"}
     assert check.qa
-    # ... and it states the classical landmark warp (no trained swap model), with every model
-    # that ran (the built-in analyzer's MTCNN and dlib files) by sha256 and licence
+    # ... and it states the dense mesh warp (no trained swap model), with every model that ran (the
+    # built-in mesh analyzer's BlazeFace, mesh and iris files, dlib's CC0 embedding) by sha256 and
+    # licence, none of them restricted to non-commercial use
     from swapline_core.provenance.method import SYNTHETIC_COMPOSITE
 
     edits = [a for a in check.actions if a["action"] == "c2pa.edited"]
     assert [e["digitalSourceType"] for e in edits] == [SYNTHETIC_COMPOSITE], edits
     assert "trained face-swap model" not in edits[0]["description"]
     stages = {s["stage"]: s for s in check.qa["method"]["stages"]}
-    assert stages["swap"]["method"].startswith("classical landmark warp") and stages["swap"]["models"] == []
+    assert stages["swap"]["method"].startswith("dense mesh texture warp")
+    assert "face_landmark.tflite" in {m["name"] for m in stages["swap"]["models"]}, stages["swap"]
     names = {m["name"] for m in stages["analysis"]["models"]}
-    assert {"pnet.pt", "rnet.pt", "onet.pt"} <= names, names
+    assert {"face_detection_short_range.tflite", "face_landmark.tflite"} <= names, names
     assert all(len(m["sha256"]) == 64 and m["licence"] for m in check.qa["models"]), check.qa["models"]
+    from swapline_core.backends.catalog import licence_of
+
+    assert all(licence_of(m["name"])["commercial"] == "yes" for m in check.qa["models"]), check.qa["models"]
 
     # audit log: one parseable line for this job with the output's hash
     from swapline_core.provenance.audit_log import read_audit_log

@@ -11,11 +11,12 @@ from swapline_core.qa import decide
 STRICT, CAL = "viewer-labelled (strict)", "calibrated (sample clip)"
 
 
-def test_the_labelled_set_is_its_file_over_the_calibrated_limits():
-    data = json.loads(decide.LIMIT_SETS[STRICT].read_text())
-    th = decide.limit_set(STRICT)
+@pytest.mark.parametrize("name", [STRICT, "viewer-labelled (mesh swap)"])
+def test_the_labelled_set_is_its_file_over_the_calibrated_limits(name):
+    data = json.loads(decide.LIMIT_SETS[name].read_text())
+    th = decide.limit_set(name)
     cal = decide.limit_set(CAL)
-    assert data["thresholds"] and data["labelled_faces"] >= 1000
+    assert data["thresholds"] and data["labelled_faces"] >= 400
     for field, value in data["thresholds"].items():
         assert getattr(th, field) == value, field
     untouched = [f for f in ("min_identity", "max_mouth_delta", "min_coverage") if f not in data["thresholds"]]
@@ -32,6 +33,9 @@ def test_auto_is_the_labelled_set_only_for_the_swap_it_measured():
                     [classical, "trained face-swap model (inswapper family)"]):
         assert decide.resolve_limit_set(decide.AUTO_LIMIT_SET, methods) == CAL, methods
     assert decide.resolve_limit_set(CAL, [classical]) == CAL          # a named choice stands
+    mesh = "dense mesh texture warp (no trained swap model)"
+    assert decide.resolve_limit_set(decide.AUTO_LIMIT_SET, [mesh, mesh]) == "viewer-labelled (mesh swap)"
+    assert decide.resolve_limit_set(decide.AUTO_LIMIT_SET, [mesh, classical]) == CAL   # mixed: no set measured it
     with pytest.raises(ValueError, match="unknown QA limit set"):
         decide.limit_set("loose")
 
