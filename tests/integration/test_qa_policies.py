@@ -58,6 +58,16 @@ def _diff(a, b) -> float:
     return float(np.abs(a.astype(int) - b.astype(int)).mean())
 
 
+def _local(a, b) -> float:
+    """The largest 25x25 mean of the grey difference: a swapped face stands out of codec noise
+    there, whatever share of the frame the face covers (the mesh swap keeps the target's eyes,
+    mouth and nose underside, so its whole-frame mean change is small)."""
+    import cv2
+
+    d = np.abs(cv2.cvtColor(a, cv2.COLOR_RGB2GRAY).astype(np.float32) - cv2.cvtColor(b, cv2.COLOR_RGB2GRAY))
+    return float(cv2.blur(d, (25, 25)).max())
+
+
 def test_keep_original_and_flag_only(comfy, source_frames):
     stage_inputs(comfy)
     report, chart, kept = _run(comfy, "keep original", strict=True)
@@ -84,12 +94,12 @@ def test_keep_original_and_flag_only(comfy, source_frames):
             # the original frame, re-encoded: codec noise only (~1.7 grey levels on this clip),
             # well below the swapped frame flag only ships
             assert _diff(kept[i], source_frames[i]) < 2.5, i
-            assert _diff(shipped[i], source_frames[i]) > _diff(kept[i], source_frames[i]) + 1.0, i
+            assert _local(shipped[i], source_frames[i]) > _local(kept[i], source_frames[i]) + 5, i
         else:
             # the same swapped frame in two encodes whose neighbouring frames differ (originals
             # around it in one, swaps in the other): codec noise only, far from the original
             assert _diff(kept[i], shipped[i]) < 2.5, i
-            assert _diff(kept[i], source_frames[i]) > _diff(kept[i], shipped[i]) + 1.0, i
+            assert _local(kept[i], source_frames[i]) > _local(kept[i], shipped[i]) + 5.0, i
 
 
 def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):

@@ -1,11 +1,13 @@
 """A face the swapper cannot handle is left as it was and reported, on every shipped swap workflow.
 
 The target is the infinitetalk clip's man, turned 50-64 degrees on every frame (tests/unit/guards
-measure it): beyond the built-in classical swapper's 45-degree limit; the INSwapper-family
-workflows (whose limit is 65 degrees) run with the node's ``max_yaw`` tightened to 30-32, the same
-guard path a user takes. Each shipped workflow runs through a real ComfyUI with only its input
-files swapped for these and the QA policy set to "flag only" (so the output shows what the swap,
-and in video_swap_refine the refine, did, not what the QA gate put back). Each must:
+measure it), frames 11-20: there the built-in mesh analyzer (BlazeFace, which misses him on most
+earlier frames) finds him, and the built-in mesh swap refuses him (the nose hides his far eye);
+the INSwapper-family workflows (whose limit is 65 degrees) run with the node's ``max_yaw``
+tightened to 30-32, the same guard path a user takes. Each shipped workflow runs through a real
+ComfyUI with only its input files swapped for these and the QA policy set to "flag only" (so the
+output shows what the swap, and in video_swap_refine the refine, did, not what the QA gate put
+back). Each must:
 - change no pixel of the face beyond the codec's noise (the image workflows: beyond one grey
   level of rounding);
 - say so where the user looks: the swap node's report counts the faces by reason with one full
@@ -26,7 +28,7 @@ from devtools.media import rgb
 
 REPO = Path(__file__).resolve().parents[2]
 TALK = REPO / "tests" / ".cache" / "media" / "video_wan2_1_infinitetalk-1.webp"
-FRAMES = 10
+START, FRAMES = 11, 10
 CLIP, REFERENCE, IMAGE = "swapline_refused_clip.mp4", "swapline_refused_reference.png", "swapline_refused_target.png"
 NEURAL = {"image_swap", "video_swap", "video_swap_refine"}
 WORKFLOWS = ["image_swap_builtin", "image_swap", "video_swap_builtin", "video_swap_core_builtin", "video_swap",
@@ -44,7 +46,7 @@ def _frames() -> list[np.ndarray]:
 
     if not TALK.is_file():
         pytest.fail(f"{TALK} missing: run scripts/setup.sh (it fetches the sample clips into tests/.cache/media)")
-    return [f for _, f in iter_frames(TALK, 0, FRAMES)]
+    return [f for _, f in iter_frames(TALK, START, FRAMES)]
 
 
 def _write_mp4(frames: list[np.ndarray], path: Path) -> None:
@@ -123,7 +125,7 @@ def test_refused_face_is_left_as_it_was_and_reported(staged, refused_inputs, nam
     assert swap["faces_swapped"] == 0, swap
     assert set(swap["skipped"]) <= REFUSED and sum(swap["skipped"].values()) >= frames, swap
     for cat, reason in swap["skipped_reasons"].items():
-        assert reason.startswith(f"{cat}: ") and "deg" in reason, swap
+        assert reason.startswith(f"{cat}: ") and any(c.isdigit() for c in reason), swap   # with its numbers
 
     if name.startswith("image_"):
         image = next(i for d in out.values() for i in d.get("images", []) if i["type"] == "output")
