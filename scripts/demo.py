@@ -66,6 +66,9 @@ def publish(strip: Path, report: dict) -> list[Path]:
     summary = (qa or {}).get("summary", {})
     verdict = (f"QA gate: {summary['ok']} of {summary['evaluated']} frames passed"
                if "evaluated" in summary else "QA gate: no report")
+    kept = sum(seg["frames"] for seg in (qa or {}).get("segments") or [] if seg.get("decision") == "kept original")
+    if kept:
+        verdict += f"; {kept} frames delivered as the original: the gate took back a shot a viewer would reject"
     caption = (f"Top: the source photo and frames of the shipped sample clip; bottom: the demo's output "
                f"(`scripts/demo.sh --publish`, {origin}; {verdict}).")
     return [image, set_caption(REPO / "README.md", "docs/images/demo_strip.jpg", caption)]
