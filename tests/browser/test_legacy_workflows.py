@@ -99,6 +99,13 @@ def test_old_ui_workflow_loads_remapped_and_runs(editor, artifacts_dir, limits):
     # what the editor queued is the shipped API workflow (+ the overrides node and its link)
     twin = _inputs(json.loads((WORKFLOWS / "api" / "video_swap_builtin.json").read_text()))
     twin["1"]["inputs"]["count"] = FRAMES
+    # ... with the models the old workflow chose (the analyzer and swapper it was saved with: loading
+    # it must not change them; the shipped workflow has since moved to the mesh path)
+    old_nodes = {n["type"]: n for n in json.loads(OLD.read_text())["nodes"]}
+    for node in twin.values():
+        for cls, key in (("SwaplineAnalyzerLoader", "pack"), ("SwaplineSwapperLoader", "swapper")):
+            if node["class_type"] == cls:
+                node["inputs"][key] = old_nodes[cls]["widgets_values"][0]
     if limits:
         ovr_id = str(graph["overrides"][0]["id"])
         twin[str(gate_id)]["inputs"]["limits"] = [ovr_id, 0]
