@@ -61,14 +61,21 @@ ANCHORS = anchors()
 def decode(raw: np.ndarray, logits: np.ndarray, min_score: float = MIN_SCORE):
     """(boxes (K, 4) x1 y1 x2 y2, keypoints (K, 6, 2), scores (K,)) in [0, 1] square units for
     the anchors scoring at least ``min_score``; ``raw`` (896, 16), ``logits`` (896,) or (896, 1)."""
+    return decode_ssd(raw, logits, ANCHORS, _SCALE, min_score)
+
+
+def decode_ssd(raw: np.ndarray, logits: np.ndarray, anchors_: np.ndarray, scale: float, min_score: float):
+    """MediaPipe's SSD decode (TensorsToDetections): per anchor scoring at least ``min_score``,
+    the box (centre offset, size) and the keypoints of ``raw``'s rows, divided by the input
+    ``scale`` and moved by the anchor, in [0, 1] input units. The face and palm detectors share it."""
     # float64: exp(100) overflows float32
     scores = 1.0 / (1.0 + np.exp(-np.clip(logits.reshape(-1).astype(np.float64), -_CLIP, _CLIP)))
     keep = np.flatnonzero(scores >= min_score)
-    r, a = raw[keep].astype(np.float32), ANCHORS[keep]
-    centre = r[:, :2] / _SCALE + a
-    half = r[:, 2:4] / _SCALE / 2
+    r, a = raw[keep].astype(np.float32), anchors_[keep]
+    centre = r[:, :2] / scale + a
+    half = r[:, 2:4] / scale / 2
     boxes = np.concatenate([centre - half, centre + half], 1)
-    kps = r[:, 4:16].reshape(-1, 6, 2) / _SCALE + a[:, None, :]
+    kps = r[:, 4:].reshape(len(keep), (raw.shape[-1] - 4) // 2, 2) / scale + a[:, None, :]
     return boxes, kps, scores[keep].astype(np.float32)
 
 

@@ -83,14 +83,7 @@ class Hand:
 def decode(raw: np.ndarray, logits: np.ndarray, min_score: float = MIN_SCORE):
     """(boxes (K, 4) x1 y1 x2 y2, keypoints (K, 7, 2), scores (K,)) in [0, 1] input units for the
     anchors scoring at least ``min_score``; ``raw`` (2016, 18), ``logits`` (2016,) or (2016, 1)."""
-    scores = 1.0 / (1.0 + np.exp(-np.clip(logits.reshape(-1).astype(np.float64), -100.0, 100.0)))
-    keep = np.flatnonzero(scores >= min_score)
-    r, a = raw[keep].astype(np.float32), PALM_ANCHORS[keep]
-    centre = r[:, :2] / PALM_INPUT + a
-    half = r[:, 2:4] / PALM_INPUT / 2
-    boxes = np.concatenate([centre - half, centre + half], 1)
-    kps = r[:, 4:18].reshape(-1, 7, 2) / PALM_INPUT + a[:, None, :]
-    return boxes, kps, scores[keep].astype(np.float32)
+    return bf.decode_ssd(raw, logits, PALM_ANCHORS, PALM_INPUT, min_score)
 
 
 def split_batch(out: np.ndarray, n: int) -> np.ndarray:
