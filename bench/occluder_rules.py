@@ -1,6 +1,6 @@
 """Which built-in occluder rules the labelled faces need (issue 49, item 4).
 
-    .venv/bin/python -m bench.occluder_rules [--clips a,b] [--frames 24] [--out docs/measurements/occluder_rules.md]
+    .venv/bin/python -m bench.occluder_rules [--clips a,b] [--frames 24]   # -> docs/measurements/occluder_rules.md
 
 For every clip of the labelled set (bench/qa_labels/set/faces.jsonl) its first FRAMES frames (the
 frames the set was built from) are analysed by the built-in analyzer (MTCNN + dlib 68 points), the
@@ -18,11 +18,7 @@ MIN_PX pixels. Written: the per-rule per-clip table, with the faces labelled ``o
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -34,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SET = ROOT / "bench" / "qa_labels" / "set"
 MEDIA = ROOT / "tests" / ".cache" / "media"
 SOURCE = ROOT / "assets" / "samples" / "source_face.png"
-OUT = ROOT / "docs" / "measurements" / "occluder_rules.md"
 FRAMES = 24
 MIN_PX = 20          # pixels a rule must move on a face to count (paste-mask rounding moves a few)
 
@@ -147,36 +142,18 @@ def measure(clips: list[str], count: int, log=print) -> dict:
     return table
 
 
-def machine() -> str:
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "unknown"
-    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--", "swapline_core/masks") else ""
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").is_file() \
-        else platform.machine()
-    return (f"commit {git('rev-parse', '--short', 'HEAD')}{dirty}; {cpu}, {os.cpu_count()} CPUs "
-            f"(shared with other work), Python {platform.python_version()}")
-
-
-def write(table: dict, clips: list[str], argv: list[str], out: Path) -> None:
+def write(table: dict, clips: list[str], argv: list[str]) -> None:
     from swapline_core.masks import rules
 
-    lines = ["# Occluder rules on the labelled faces", "",
-             f"Command: `.venv/bin/python -m bench.occluder_rules {' '.join(argv)}`".rstrip() + "  ",
-             f"Date: {datetime.date.today().isoformat()}  ",
-             f"Machine: {machine()}", "",
-             "What it measures (bench/occluder_rules.py): on each clip of the labelled set "
+    about = ("What it measures (bench/occluder_rules.py): on each clip of the labelled set "
              "(bench/qa_labels/set), the faces labelled by eye on its first frames, masked by the "
              "built-in stack on the classical swapper's patches with every rule on and with one rule "
              f"off. A cell is *faces where the rule moves >= {MIN_PX} px of the paste mask (pixels "
              "moved on them in all) [the same count among the faces labelled `occluder`, an occluder "
              "damaged in the swap]*; *faces* is the labelled faces judged [of them labelled `occluder`]. "
-             "Keep rules: pixels the rule keeps as the "
-             "target's; glare: pixels it releases to the swap; the sample rules (plausible, beside): "
-             "pixels moved either way through the colour fit.", ""]
+             "Keep rules (hands included): pixels the rule keeps as the target's; glare: pixels it releases "
+             "to the swap; the sample rule (beside): pixels moved either way through the colour fit.")
+    lines = []
     lines.append("| clip | faces [o] | " + " | ".join(rules.NAMES) + " |")
     lines.append("| --- | --- |" + " --- |" * len(rules.NAMES))
     tot = {r: np.zeros(5, np.int64) for r in rules.NAMES}
@@ -197,22 +174,23 @@ def write(table: dict, clips: list[str], argv: list[str], out: Path) -> None:
               "Rules that move no paste mask of a face labelled `occluder`: "
               + (", ".join(r for r in rules.NAMES if all(table[r][c][2] == 0 for c in clips)) or "none") + ".",
               "", f"Labelled clips judged: {len(clips)} (clips of the set without labels are left out).", ""]
-    out.write_text("\n".join(lines))
+    from .section import write_lines
+
+    print(write_lines("occluder_rules", "Occluder rules on the labelled faces", about,
+                      f"python -m bench.occluder_rules {' '.join(argv)}".rstrip(), lines))
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clips", default="", help="comma-separated clip names (default: every labelled clip)")
     ap.add_argument("--frames", type=int, default=FRAMES)
-    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--json", type=Path, default=None, help="also write the raw table here")
     args = ap.parse_args(argv)
     clips = [c for c in args.clips.split(",") if c] or sorted(labelled())
     table = measure(clips, args.frames)
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
-    write(table, clips, list(argv) if argv is not None else sys.argv[1:], args.out)
-    print(f"occluder_rules: wrote {args.out}")
+    write(table, clips, list(argv) if argv is not None else sys.argv[1:])
 
 
 if __name__ == "__main__":
