@@ -46,7 +46,8 @@ def mesh_models_state() -> str:
     bad = mesh_models.missing_or_changed(names=mesh_models.RUNTIME)
     if not bad:
         return f"built-in mesh analyzer models ready in {mesh_models.DEFAULT_DIR}"
-    return "optional (the default built-in analyzer does not need them): " + mesh_models.describe_missing(bad)
+    return ("NEEDED by the shipped built-in workflows (their analyzer and swapper run the mesh): "
+            + mesh_models.describe_missing(bad))
 
 
 def main() -> int:
