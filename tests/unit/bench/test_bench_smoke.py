@@ -219,7 +219,11 @@ def test_farm_section(smoke):
 
 def test_qa_agreement_section(smoke):
     q = data(smoke, "qa_agreement")
-    assert q["faces"] >= 1000 and q["clips"] >= 14
+    # the shipped built-in path's labelled faces, the classical path's beside them, both rounds
+    assert q["path"] == "mesh2" and q["faces"] >= 400 and q["clips"] >= 14
+    assert q["other_paths"]["classical"]["faces"] >= 1000
+    assert set(q["accepted_side_by_side"]) == {"mixed-2", "mixed-3"}
+    assert {"classical", "mesh2"} <= set(q["accepted_side_by_side"]["mixed-3"])
     for gate in ("shipped", "loco"):
         s = q[gate]
         assert s["faces"] == q["faces"] and 0 <= s["passed"] <= s["faces"]
