@@ -90,11 +90,7 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     if opts.builtin_occlusion and rules.enabled(off, "wires"):
         map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
     if opts.builtin_occlusion and rules.enabled(off, "hands"):
-        why = hands.keep_hands(frames, items, lambda it, m: builtin.keep_pixels(it, "hands", builtin.in_patch(it, m)))
-        if why:
-            _warn_once(why)
-            for it in items:
-                rules.switched_off(it.info["rules"], "hands", why)
+        _keep_hands(frames, items)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
         if a is not None:
@@ -272,6 +268,16 @@ def _pairs(fs: Sequence[Face], ps: Sequence[SwapPatch]):
     if len(fs) != len(ps):
         raise ValueError(f"the mask stack needs one patch per face, got {len(ps)} patches for {len(fs)} faces")
     return [(f, p) for f, p in zip(fs, ps) if p.mask.size and p.mask.any()]
+
+
+def _keep_hands(frames, items) -> None:
+    """The ``hands`` rule: the hand pixels over each face kept from the target, or, without the
+    hand models, the rule off on every face with the reason (logged once)."""
+    why = hands.keep_hands(frames, items, lambda it, m: builtin.keep_pixels(it, "hands", builtin.in_patch(it, m)))
+    if why:
+        _warn_once(why)
+        for it in items:
+            rules.switched_off(it.info["rules"], "hands", why)
 
 
 def _warn_once(why: str) -> None:
