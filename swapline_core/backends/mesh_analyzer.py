@@ -73,7 +73,7 @@ class MeshAnalyzer(BuiltinAnalyzer):
         # take for the face pass 1 placed (MediaPipe's tracking step)
         first = [fm.detection_matrix(found[i][0][j], found[i][1][j]) for i, j in owners]
         pts1, pres1 = self._mesh([rgb[i] for i, _ in owners], first, eyes=False)
-        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p[:, :2])) for p in pts1]
+        second = [fm.face_matrix(fm.face_box(p), fm.five_points(p)) for p in pts1]
         pts2, pres2 = self._mesh([rgb[i] for i, _ in owners], second, eyes=False)
         # a near-profile face can lose the mesh on the second crop (its box takes in the hidden
         # cheek's points): the first pass stands where the second does not see a face

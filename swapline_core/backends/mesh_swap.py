@@ -58,9 +58,6 @@ NOSE_UNDER = (1, 2, 19, 20, 44, 45, 48, 59, 60, 64, 75, 79, 94, 97, 98, 99, 115,
 # triangles hold hair, at the source's hairline and on the target's (dark blotches at the temples
 # and a hair line across the forehead on the sample clips), so they are never pasted.
 UPPER_OVAL = (10, 338, 297, 332, 284, 251, 389, 356, 454, 234, 127, 162, 21, 54, 103, 67, 109)
-# A source triangle whose facing area is at most this share of its mirror partner's is textured
-# from the partner: 0, only triangles facing away (see the module docstring for why not more).
-MIRROR_SHARE = 0.0
 # A source triangle showing less than this share of its area in the photo (behind the nose or the
 # near cheek of a turned source: ``visible_share``) is textured from its mirror partner too.
 HIDDEN_SHARE = 0.5
@@ -87,7 +84,7 @@ def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror:
                      hidden: np.ndarray | None = None, adjacency: tuple | None = None):
     """(T, 3) source vertex ids each target triangle takes its texture from, and which of them are
     mirrored: the triangle itself, or its mirror partner where the source's own triangle faces away
-    (``MIRROR_SHARE``) or is hidden behind the nose or a cheek in the source photo (``hidden``,
+    or is hidden behind the nose or a cheek in the source photo (``hidden``,
     from ``visible_share``), and the partner is not. ``adjacency``: (``neighbours``,
     ``_partner_triangle``) of ``tris``, when the caller keeps them (they cost ~25 ms to build)."""
     nbrs, partner_tri = adjacency or (neighbours(tris), _partner_triangle(tris, mirror))
@@ -97,9 +94,8 @@ def source_triangles(src: np.ndarray, dst: np.ndarray, tris: np.ndarray, mirror:
     theirs = -_area(src, partner) * np.sign(_area(src, tris).sum() or 1.0)
     useful = theirs > 0
     unseen = np.zeros(len(tris), bool) if hidden is None else np.asarray(hidden, bool)
-    if hidden is not None:
-        useful &= ~unseen[partner_tri]
-    flip = useful & ((own <= MIRROR_SHARE * theirs) | unseen | (_facing(dst, tris) <= 0))
+    useful &= ~unseen[partner_tri]
+    flip = useful & ((own <= 0) | unseen | (_facing(dst, tris) <= 0))
     # a mirrored triangle alone among its own (the side of the nose of a slightly turned source)
     # brings the other side's light into a speck: mirror regions only, at least two of its three
     # neighbours mirrored too
@@ -243,14 +239,16 @@ class MeshSwapper(FaceSwapper):
         self.skin = skin_triangles(self.tris)
         self.pasted = ~np.isin(self.tris, UPPER_OVAL).any(axis=1)
         self.nose_under = np.isin(self.tris, NOSE_UNDER).all(axis=1)
+        # the source triangles judged by colour (``source_skin``): plain skin, nose underside aside
+        self.judged = self.skin & ~np.isin(self.tris, NOSE_UNDER).any(axis=1)
         self.adjacency = (neighbours(self.tris), _partner_triangle(self.tris, self.mirror))
         self._sources: dict[str, np.ndarray] = {}
 
     @property
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
-                round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), MIRROR_SHARE,
-                HIDDEN_SHARE, self.blend, DETAIL_GAIN, DETAIL_SCALE)
+                round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), HIDDEN_SHARE,
+                self.blend, DETAIL_GAIN, DETAIL_SCALE)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -275,13 +273,13 @@ class MeshSwapper(FaceSwapper):
             if len(self._sources) >= 8:       # a session rarely swaps more sources than this
                 self._sources.pop(next(iter(self._sources)))
             # the source's skin map rides along as a fourth channel, warped with the texture
-            judged = self.skin & ~np.isin(self.tris, NOSE_UNDER).any(axis=1)
             label = rasterise(mesh, self.tris, img.shape[:2])
             # only sizeable skin triangles: around the eyes the iris model's points fold small
             # triangles over each other, which would read as hidden and mirror into a patchwork
             area = np.abs(_area(mesh, self.tris))
-            hidden = (visible_share(mesh, self.tris, label) < HIDDEN_SHARE) & judged & (area >= 0.5 * np.median(area))
-            weight = source_skin(img, label, judged)
+            hidden = (visible_share(mesh, self.tris, label) < HIDDEN_SHARE) & self.judged \
+                & (area >= 0.5 * np.median(area))
+            weight = source_skin(img, label, self.judged)
             self._sources[key] = (mesh[:, :2], np.dstack([img.astype(np.float32), weight * 255.0]), hidden)
         return self._sources[key]
 
@@ -334,14 +332,13 @@ class MeshSwapper(FaceSwapper):
         not_skin = (skin_w < 0.5) & (paste > 0)
         paste &= ~not_skin
         mask = self._feather(paste, size)
+        plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]      # pasted plain skin
         if self.color_transfer:
-            skin = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]
-            warped = reinhard_lab(warped, patch_f, paste, (skin, skin))
+            warped = reinhard_lab(warped, patch_f, paste, (plain, plain))
         if self.relight > 0:
             warped = relight(warped, patch_f, paste, self.relight * size)
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
-        plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]
         warped = match_detail(warped, patch_f, plain, size)
         pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
         # source_mouth False: the inside of the mouth is already the target's (the mask stack's

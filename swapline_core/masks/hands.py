@@ -26,6 +26,7 @@ import numpy as np
 from ..backends import mesh_models as mm
 from ..backends.cache import cached
 from ..backends.hands import FINGERS, PALM_POINTS, Hand, HandDetector
+from ..types import as_rgb_uint8
 
 FINGER = 0.22          # finger width / s
 THUMB = 0.26           # thumb width / s
@@ -216,9 +217,7 @@ def keep_hands(frames: Sequence[np.ndarray], items, keep) -> str | None:
     for it in items:
         by_frame.setdefault(it.i, []).append(it)
     for i, its in by_frame.items():
-        frame = np.ascontiguousarray(np.asarray(frames[i])[..., :3])
-        if frame.dtype != np.uint8:
-            frame = np.clip(frame * (255.0 if frame.max() <= 1.0 else 1.0) + 0.5, 0, 255).astype(np.uint8)
+        frame = as_rgb_uint8(frames[i])
         for it, m in zip(its, hand_masks(frame, [it.face.bbox for it in its], det)):
             keep(it, m)
     return None
