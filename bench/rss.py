@@ -225,7 +225,8 @@ def stage_table(track: dict, swap: dict, qa: dict, node_seconds: dict, wall: flo
     seconds and per-node wall times. QA = the QA Gate node's wall time (it decodes the original
     and swapped clip and re-runs detector + embedder); encode = the Save Video / C2PA Sink node's
     wall time (decode + patch-layer replay + H.264 encode, + signing for the sink).
-    The classical swapper has no model: model inference = detect + embed + landmarks (+ QA's).
+    Model inference = detect + embed + landmarks (+ QA's); the built-in swap's own mesh model runs
+    inside the swap stage's time.
     """
     ts, ss = track.get("seconds", {}), swap.get("seconds", {})
     has_qa = "SwaplineQAGate" in node_seconds

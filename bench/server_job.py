@@ -104,7 +104,7 @@ def body(section: dict) -> list[str]:
 
 SECTION = Section(
     name="server_job", title="The shipped job as a studio runs it: measurements",
-    about="`workflows/api/video_swap_builtin.json` unchanged (built-in analyzer, classical swapper, guards, QA on "
+    about="`workflows/api/video_swap_builtin.json` unchanged (built-in mesh analyzer and mesh swap, guards, QA on "
           "every frame with policy keep original, C2PA signing) on a fresh ComfyUI server over HTTP, per clip. "
           "Method: `bench/server_job.py` (module docstring).",
     run=run, body=body,

@@ -205,3 +205,23 @@ def test_the_mask_stack_keeps_the_finger_and_counts_it_in_the_rules_record(bird,
 def test_without_the_hand_models_the_rule_is_off_and_says_why(tmp_path):
     det, why = mh.shared_detector(tmp_path)
     assert det is None and "hand models missing" in why and str(tmp_path) in why
+
+
+def test_the_hand_rule_cost_per_face(bernini, detector):
+    """The hands rule's cost, timed on its own (the mask stack's colour rules are timed in
+    test_mask_stack.py): fastest of 5 passes over the hand frames, per face. About 16-18 ms of CPU
+    on two cores, over issue 49's 8 ms masks budget; the bound catches a several-fold regression."""
+    import time
+
+    frames, faces = bernini
+    idx = [i for i in HAND_FRAMES if faces[i]]
+    mh.hand_masks(frames[idx[0]], [f.bbox for f in faces[idx[0]]], detector)          # warm-up
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for i in idx:
+            mh.hand_masks(frames[i], [f.bbox for f in faces[i]], detector)
+        best = min(best, time.perf_counter() - t0)
+    per_face = best / sum(len(faces[i]) for i in idx) * 1e3
+    print(f"\n[hands] {per_face:.1f} ms per face (fastest of 5)")
+    assert per_face < 60.0
