@@ -10,14 +10,15 @@ of its mouth (inside the inner lip contour): the mesh leaves both as holes, wide
 so the lashes and the lip line stay the target's.
 
 Turned heads: a triangle facing away from the camera in the source (folded behind the nose or the
-cheek) takes its texture from its mirror partner on the other half of the face (``mesh_mirror``).
+cheek) takes its texture from its mirror partner on the other half of the face (``mesh_mirror``),
+brought to meet the texture beside it (``mesh_blend.mirror_seam``).
 Only back-facing ones do: mirroring merely squeezed triangles too put the other side's light into
 a patchwork beside the nose (seen by eye on the f_blonde_smile source). A triangle facing away in
 the target is hidden on the real head and is never pasted: where it shows, the mesh overshot.
 
 Colour: the source's texture is matched to the target's skin in Lab (``classical.reinhard_lab``,
-means over the skin triangles only: no eyes, brows or lips), relit with the target's
-low-frequency shading (``classical_blend.relight``), then brought to the target's colour along the
+means over the skin triangles only: no eyes, brows or lips), relit with the target's shading read
+on plain skin only (``mesh_blend.skin_shading``), then brought to the target's colour along the
 paste's edge by a smooth membrane (``mesh_blend.membrane``), its fine texture on plain skin toned
 down to the target's (``mesh_blend.match_detail``: stubble on a smooth face read as dirt) and
 feathered. What in the source is not its skin (hair across the face, a hand:
@@ -40,8 +41,7 @@ from ..parallel import map_frames
 from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
 from . import face_mesh as fm
 from .classical import reinhard_lab
-from .classical_blend import relight
-from .mesh_blend import DETAIL_GAIN, DETAIL_SCALE, match_detail, membrane, source_skin
+from .mesh_blend import DETAIL_GAIN, DETAIL_SCALE, match_detail, membrane, mirror_seam, skin_shading, source_skin
 from .mesh_mirror import mirror_map
 
 # MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
@@ -212,12 +212,13 @@ class MeshSwapper(FaceSwapper):
                                   "not calibrated)")
 
     def __init__(self, mask_erosion: float = 0.0, mask_feather: float = 0.04, color_transfer: bool = True,
-                 relight: float = 0.25, eye_margin: float = 0.025, mouth_margin: float = 0.01, blend: str = "membrane",
+                 relight: float = 0.06, eye_margin: float = 0.025, mouth_margin: float = 0.01, blend: str = "membrane",
                  analyzer=None, model_dir=None):
         """Sizes are fractions of the face size (the target mesh box's larger side).
 
         mask_erosion / mask_feather: where the soft edge starts inside the pasted area, its width.
-        relight: scale (of face size) below which shading comes from the target; 0 disables.
+        relight: scale (of face size) above which shading comes from the target, read on plain
+            skin only (``mesh_blend.skin_shading``); 0 disables.
         eye_margin / mouth_margin: how far around the eye openings and the mouth's inside the
             target's own pixels stay (lashes, lid edge, lip line).
         blend: "membrane" (the edge's colour from the target, ``mesh_blend.membrane``) or
@@ -322,6 +323,7 @@ class MeshSwapper(FaceSwapper):
         d = d[:, :2]
         warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
         warped, skin_w = warped[..., :3], warped[..., 3] / 255.0
+        warped = mirror_seam(warped, valid, flipped[np.maximum(label, 0)] & (label >= 0), size)
         keep = kept_target(d, label.shape, size, self.eye_margin, self.mouth_margin)
         keep |= self.nose_under[np.maximum(label, 0)] & (label >= 0)
         facing = _facing(d, self.tris)
@@ -334,9 +336,13 @@ class MeshSwapper(FaceSwapper):
         mask = self._feather(paste, size)
         plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]      # pasted plain skin
         if self.color_transfer:
-            warped = reinhard_lab(warped, patch_f, paste, (plain, plain))
-        if self.relight > 0:
-            warped = relight(warped, patch_f, paste, self.relight * size)
+            warped = reinhard_lab(warped, patch_f, paste, (plain, plain), inside_only=True)
+        if self.relight > 0 and plain.sum() >= 64:
+            # the target's plain skin as it is, shadows and all: excluding its darker or more
+            # saturated pixels (as the source's are) left a shadowed chin pale and a pale ring at
+            # a dark jaw, seen by eye on the labelled clips
+            warped = skin_shading(warped, patch_f, plain * skin_w, plain.astype(np.float32),
+                                  max(1.0, self.relight * size))
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
         warped = match_detail(warped, patch_f, plain, size)

@@ -1,10 +1,11 @@
-"""The mesh swap's blending steps: the boundary membrane and the source's skin map."""
+"""The mesh swap's blending steps: the boundary membrane, the source's skin map, the seam of the
+mirrored texture and the shading read on skin only."""
 from __future__ import annotations
 
 import cv2
 import numpy as np
 
-from swapline_core.backends.mesh_blend import membrane, push_pull, source_skin
+from swapline_core.backends.mesh_blend import membrane, mirror_seam, push_pull, skin_shading, smooth, source_skin
 
 
 def _disc(size=120, r=45):
@@ -95,3 +96,61 @@ def test_match_detail_tones_the_source_stubble_down_to_the_target_skin_and_spare
     feature[50:110, 125:150] = True
     assert np.allclose(out[feature], warped[feature], atol=1e-3)           # features keep their detail
     assert abs(float(out[inner].mean()) - float(warped[inner].mean())) < 1.0  # the colour is untouched
+
+
+def _texture(shape, seed=0, amp=6.0):
+    return cv2.GaussianBlur(np.random.default_rng(seed).normal(0, amp, shape).astype(np.float32), (0, 0), 0.8)
+
+
+def test_mirror_seam_meets_the_texture_beside_it_and_keeps_the_mirrored_detail():
+    """The other half of a side-lit source (mirrored texture) is 60 levels brighter: after the
+    seam step the two meet at their shared edge, the mirrored half keeps its fine texture and the
+    directly warped half is untouched."""
+    h, w = 100, 120
+    tex = _texture((h, w, 3))
+    warped = np.full((h, w, 3), 100.0, np.float32) + tex
+    mirrored = np.zeros((h, w), bool)
+    mirrored[:, 70:] = True
+    warped[mirrored] += 60.0
+    valid = np.ones((h, w), np.uint8)
+    out = mirror_seam(warped, valid, mirrored, size=100.0)
+    before = warped[:, 70:73].mean() - warped[:, 67:70].mean()
+    after = out[:, 70:73].mean() - out[:, 67:70].mean()
+    assert before > 55 and abs(after) < 6, (before, after)
+    assert np.array_equal(out[:, :70], warped[:, :70])
+    hp = lambda a: a - cv2.GaussianBlur(a, (0, 0), 3)          # noqa: E731
+    assert np.corrcoef(hp(out[:, 75:])[..., 0].ravel(), hp(warped[:, 75:])[..., 0].ravel())[0, 1] > 0.95
+    # nothing mirrored: nothing changes
+    assert np.array_equal(mirror_seam(warped, valid, np.zeros((h, w), bool), 100.0), warped)
+
+
+def test_skin_shading_takes_the_target_shading_on_skin_and_keeps_the_features():
+    """A shadow blob on the source's cheek (skin) goes, the target's shading comes, and a dark
+    brow (not skin in the source's weights) keeps its contrast."""
+    h, w = 120, 120
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    blob = 50.0 * np.exp(-((xx - 80) ** 2 + (yy - 70) ** 2) / (2 * 16.0 ** 2))     # wider than sigma: shading
+    warped = np.repeat((170.0 - blob)[..., None], 3, axis=2) + _texture((h, w, 3), 1)
+    brow = (yy > 30) & (yy < 36) & (xx > 25) & (xx < 55)
+    warped[brow] = 60.0
+    target = np.repeat((140.0 + 0.3 * (xx - 60))[..., None], 3, axis=2).astype(np.float32)   # lit from the right
+    src_skin = (~brow).astype(np.float32)
+    dst_skin = np.ones((h, w), np.float32)
+    out = skin_shading(warped, target, src_skin, dst_skin, sigma=6.0)
+    spot = (slice(62, 78), slice(72, 88))
+    before, after = abs(warped[spot].mean() - target[spot].mean()), abs(out[spot].mean() - target[spot].mean())
+    assert after < 0.35 * before, (before, after)             # most of the blob's depth is gone
+    assert out[brow].mean() < out[40:46, 25:55].mean() - 60  # the brow stays dark against the skin below
+    # a gradient of the target's shading across the face, not the source's flat light
+    assert out[60:80, 95:110].mean() - out[60:80, 10:25].mean() > 15
+
+
+def test_smooth_matches_a_full_size_blur_on_smooth_content():
+    rng = np.random.default_rng(2)
+    img = cv2.GaussianBlur(rng.uniform(0, 255, (200, 240)).astype(np.float32), (0, 0), 4)
+    for sigma in (1.5, 6.0, 18.0):
+        ref = cv2.GaussianBlur(img, (0, 0), sigma)
+        got = smooth(img, sigma)
+        assert got.shape == img.shape
+        inner = (slice(40, -40), slice(40, -40))       # borders differ by the border rule only
+        assert np.abs(got[inner] - ref[inner]).max() < 0.05 * (img.max() - img.min()), sigma
