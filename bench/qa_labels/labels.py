@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..paths import OUT
-from .build import FACES, SET
+from .build import FACES, SET, path_of
 
 LABELS = SET / "labels.jsonl"
 SHEETS = OUT / "qa_labels" / "sheets"
@@ -33,9 +33,11 @@ PER_SHEET = COLS * ROWS
 SECOND_SHARE, SECOND_SEED = 0.10, 48
 # The labelling round whose mixed sheets compare the swap paths today (``mixed_sheets``): mixed-2,
 # the mesh swap behind the MTCNN analyzer (path mesh, fcd4339) beside the classical path's faces of
-# the same runs; mixed-3, the shipped built-in workflow (path mesh2, 3d123e8) beside them again.
-ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3"}
-ROUND = ROUNDS["mesh2"]
+# the same runs; mixed-3, the shipped built-in workflow (path mesh2, 3d123e8) beside them again;
+# mixed-4, the shipped workflow after d886271 (path mesh3) beside mesh2 and classical (BESIDE).
+ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4"}
+ROUND = ROUNDS["mesh3"]
+BESIDE = {"mixed-4": ("mesh2", "classical")}
 
 # what a viewer sees, in the issue's words
 DEFECTS = {
@@ -85,8 +87,9 @@ def _sheet(rows: list[dict], numbers: list[int], path: Path) -> None:
 
 def mixed_sheets(round_: str = ROUND, out: Path = SHEETS) -> Path:
     """Sheets for a new swap path judged beside the old one, one labelling round: every face not
-    labelled yet, plus every face of the same clip x source runs made by another path (labelled
-    before or not), shuffled together (numbered from 10001), so the same labellers judge both
+    labelled yet, plus every labelled face of the same clip x source runs made by another path
+    (only the paths ``BESIDE`` names for the round, where it names them), shuffled together
+    (numbered from 10001), so the same labellers judge both
     paths on the same sheets without knowing which is which. ``merge --round`` files each label
     with the round's name: the paths are compared only on the labels of one round."""
     have = labels(1)
@@ -94,8 +97,10 @@ def mixed_sheets(round_: str = ROUND, out: Path = SHEETS) -> Path:
     rows = [r for r in faces() if r["id"] not in done]
     new = [r for r in rows if r["id"] not in have]
     runs = {(r["clip"], r["source"]) for r in new}
-    paths = {r.get("swapper") for r in new}
-    old = [r for r in rows if r["id"] in have and (r["clip"], r["source"]) in runs and r.get("swapper") not in paths]
+    paths = {path_of(r) for r in new}
+    beside = BESIDE.get(round_)
+    old = [r for r in rows if r["id"] in have and (r["clip"], r["source"]) in runs and path_of(r) not in paths
+           and (beside is None or path_of(r) in beside)]
     mix = new + old
     random.Random(SECOND_SEED + 1).shuffle(mix)
     return _write_sheets(mix, 10001, out / round_)
