@@ -330,10 +330,6 @@ def skin_sample(region: np.ndarray, pts68: np.ndarray, size: float) -> np.ndarra
     return out if out.sum() >= 16 else region
 
 
-# The most pixels ``reinhard_lab(inside_only=True)`` reads its skin means on.
-STATS_PIXELS = 8000
-
-
 def _robust_mean(lab: np.ndarray) -> np.ndarray:
     """Mean per Lab channel of the pixels within 2.5 robust sigmas of the median in every channel:
     highlights, shadows under the frames, hair and stray make-up do not count as skin."""
@@ -344,47 +340,33 @@ def _robust_mean(lab: np.ndarray) -> np.ndarray:
 
 
 def reinhard_lab(src: np.ndarray, ref: np.ndarray, mask: np.ndarray,
-                 skin: tuple[np.ndarray, np.ndarray] | None = None, inside_only: bool = False) -> np.ndarray:
+                 skin: tuple[np.ndarray, np.ndarray] | None = None, stats_pixels: int | None = None) -> np.ndarray:
     """Match ``src`` to ``ref`` per Lab channel; float RGB 0..255. The spread (std) ratio is taken
     over ``mask`` (the whole face: features and all, so the eyes and brows keep their contrast);
     the means over ``skin`` = (source skin, target skin) masks where given (``skin_sample``), else
-    over ``mask``. ``inside_only``: only the pixels under ``mask`` are converted and changed (the
-    caller uses no other; ``skin`` must then lie inside ``mask``), and the means and spreads are
-    read on at most ``STATS_PIXELS`` of them, evenly spread (a 350 px face's took milliseconds)."""
+    over ``mask``. ``stats_pixels``: read the means and spreads on at most this many pixels of
+    each set, evenly spread (a 350 px face's took milliseconds; the image is still converted whole:
+    the caller's later blurs read the pixels around the mask too)."""
     sel = mask > 0
     if sel.sum() < 16:
         return src
-    if inside_only:
-        idx = np.flatnonzero(sel)        # integer indexing: boolean indexing of (h, w, 3) is slow
+    src_lab = cv2.cvtColor(np.clip(src / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
+    ref_lab = cv2.cvtColor(np.clip(ref / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
 
-        def lab(img):
-            px = np.take(np.asarray(img, np.float32).reshape(-1, 3), idx, axis=0)
-            return cv2.cvtColor(np.clip(px / 255.0, 0, 1).reshape(1, -1, 3), cv2.COLOR_RGB2Lab).reshape(-1, 3)
-        s, r = lab(src), lab(ref)
-        s_skin, r_skin = (None, None) if skin is None else (s[skin[0].ravel()[idx] > 0], r[skin[1].ravel()[idx] > 0])
-        if s_skin is not None:
-            s_skin = s_skin[::max(1, len(s_skin) // STATS_PIXELS)]
-            r_skin = r_skin[::max(1, len(r_skin) // STATS_PIXELS)]
-    else:
-        src_lab = cv2.cvtColor(np.clip(src / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
-        ref_lab = cv2.cvtColor(np.clip(ref / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
-        s, r = src_lab[sel], ref_lab[sel]
-        s_skin, r_skin = (None, None) if skin is None else (src_lab[skin[0] > 0], ref_lab[skin[1] > 0])
+    def pick(lab: np.ndarray, m: np.ndarray) -> np.ndarray:
+        idx = np.flatnonzero(m)         # integer indexing: boolean indexing of (h, w, 3) is slow
+        if stats_pixels:
+            idx = idx[::max(1, len(idx) // stats_pixels)]
+        return np.take(lab.reshape(-1, 3), idx, axis=0)
+
+    s, r = pick(src_lab, sel), pick(ref_lab, sel)
     s_mean, r_mean = s.mean(axis=0), r.mean(axis=0)
-    if s_skin is not None and len(s_skin) >= 16 and len(r_skin) >= 16:
-        s_mean, r_mean = _robust_mean(s_skin), _robust_mean(r_skin)
+    if skin is not None and (skin[0] > 0).sum() >= 16 and (skin[1] > 0).sum() >= 16:
+        s_mean, r_mean = _robust_mean(pick(src_lab, skin[0] > 0)), _robust_mean(pick(ref_lab, skin[1] > 0))
     # Capped gain: a grey source has ~0 chroma spread, which must not blow up into noise; and a
     # colour source's chroma is never spread wider than it is (the red-lit kling target's face
     # spreads a* widely: a gain up to 4 turned a colour source's stubble and cheeks orange-red).
-    k = max(1, len(s) // STATS_PIXELS) if inside_only else 1
-    gain = np.clip(r[::k].std(axis=0) / np.maximum(s[::k].std(axis=0), 1e-3), 0.25, (4.0, 1.0, 1.0))
-    if inside_only:
-        out = (s - s_mean) * gain + r_mean
-        out[:, 0] = np.clip(out[:, 0], 0, 100)
-        res = src.astype(np.float32, copy=True)
-        rgb = cv2.cvtColor(out.reshape(1, -1, 3).astype(np.float32), cv2.COLOR_Lab2RGB).reshape(-1, 3)
-        res.reshape(-1, 3)[idx] = np.clip(rgb * 255.0, 0, 255)
-        return res
+    gain = np.clip(r.std(axis=0) / np.maximum(s.std(axis=0), 1e-3), 0.25, (4.0, 1.0, 1.0))
     out = (src_lab - s_mean) * gain + r_mean
     out[..., 0] = np.clip(out[..., 0], 0, 100)
     return np.clip(cv2.cvtColor(out.astype(np.float32), cv2.COLOR_Lab2RGB) * 255.0, 0, 255)

@@ -65,6 +65,8 @@ BLENDS = ("membrane", "feather")
 # Below this mesh face presence a tracked box holds no face the mesh can place (MediaPipe's own
 # tracking threshold, as the mesh analyzer uses it).
 PRESENCE = 0.5
+# the most pixels the colour match reads its statistics on (``reinhard_lab``)
+STATS_PIXELS = 8000
 
 
 def _area(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -336,13 +338,15 @@ class MeshSwapper(FaceSwapper):
         mask = self._feather(paste, size)
         plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]      # pasted plain skin
         if self.color_transfer:
-            warped = reinhard_lab(warped, patch_f, paste, (plain, plain), inside_only=True)
+            warped = reinhard_lab(warped, patch_f, paste, (plain, plain), stats_pixels=STATS_PIXELS)
         if self.relight > 0 and plain.sum() >= 64:
             # the target's plain skin as it is, shadows and all: excluding its darker or more
             # saturated pixels (as the source's are) left a shadowed chin pale and a pale ring at
             # a dark jaw, seen by eye on the labelled clips
-            warped = skin_shading(warped, patch_f, plain * skin_w, plain.astype(np.float32),
-                                  max(1.0, self.relight * size))
+            # and the source's as pasted: its darker skin (the shadow of a beard, a hair's shade)
+            # counts as shading, to be replaced, not as a feature to keep
+            plain_f = plain.astype(np.float32)
+            warped = skin_shading(warped, patch_f, plain_f, plain_f, max(1.0, self.relight * size))
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
         warped = match_detail(warped, patch_f, plain, size)
