@@ -54,14 +54,16 @@ QA_POLICY = "flag only"
 # for each; a face's id carries the path's short name unless it is the classical one (the set's
 # first path). "mesh" is the mesh swap behind the MTCNN + dlib analyzer (labelled at fcd4339),
 # "mesh2" the shipped built-in workflow since 7763910: the mesh swap behind the mesh analyzer;
-# "mesh3" the same workflow after the mirrored-texture seam and the skin-only shading (d886271).
+# "mesh3" the same workflow after the mirrored-texture seam and the skin-only shading (d886271);
+# "mesh4" after the colour match's fix (6ee3cb3: mesh3's left a dark contour on small faces).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh2": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh3": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh3": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh4": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
-ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH}
+ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 

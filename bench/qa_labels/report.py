@@ -11,7 +11,8 @@ TARGET_PRECISION, TARGET_RECALL, TARGET_CLASS_RECALL, CLASS_MIN = 0.90, 0.60, 0.
 PATHS = {"classical": "the 68-point classical warp behind the MTCNN + dlib analyzer",
          "mesh": "the mesh swap behind the MTCNN + dlib analyzer (fcd4339)",
          "mesh2": "the shipped built-in workflow: the mesh analyzer and the mesh swap (3d123e8)",
-         "mesh3": "the shipped built-in workflow after the mirrored-texture seam and skin-only shading (d886271)"}
+         "mesh3": "the shipped built-in workflow after the mirrored-texture seam and skin-only shading (d886271)",
+         "mesh4": "the shipped built-in workflow after the colour match's fix (6ee3cb3)"}
 
 
 def _f(v) -> str:
