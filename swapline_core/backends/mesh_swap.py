@@ -65,6 +65,12 @@ BLENDS = ("membrane", "feather")
 # Below this mesh face presence a tracked box holds no face the mesh can place (MediaPipe's own
 # tracking threshold, as the mesh analyzer uses it).
 PRESENCE = 0.5
+# The finest scale, in pixels, at which the target's shading replaces the source's: the mesh
+# lands within a pixel or two, so finer than this the "shading" is the target's own features
+# (brows, lids) leaking through its plain-skin triangles; on a 30 px face 6 % of its size (2 px)
+# handed back nearly the whole target, and the gate refused the face as hardly changed (12 of the
+# luma guitarist's faces). 6 px changes those faces as much as the quarter-face relight before.
+SHADING_MIN_PX = 6.0
 # the most pixels the colour match reads its statistics on (``reinhard_lab``)
 STATS_PIXELS = 8000
 
@@ -204,7 +210,7 @@ class MeshSwapper(FaceSwapper):
     # it runs the mesh itself at each face's box and five points: no 68 points (no dlib predictor)
     needs_landmarks = False
     matches_color = True
-    # Declared, not calibrated like the classical swapper's (bench/calibrate_classical.py has no
+    # Declared, not calibrated like the classical swapper's (calibration/calibrate_classical.py has no
     # mesh arm yet): the mesh follows a turned head, and back-facing triangles are textured from
     # their mirror partner, but a frontal source gives a three-quarter target only its own half's
     # texture mirrored, and the mesh model itself loses faces near profile. Size: the mesh reads a
@@ -220,7 +226,7 @@ class MeshSwapper(FaceSwapper):
 
         mask_erosion / mask_feather: where the soft edge starts inside the pasted area, its width.
         relight: scale (of face size) above which shading comes from the target, read on plain
-            skin only (``mesh_blend.skin_shading``); 0 disables.
+            skin only (``mesh_blend.skin_shading``), never finer than SHADING_MIN_PX; 0 disables.
         eye_margin / mouth_margin: how far around the eye openings and the mouth's inside the
             target's own pixels stay (lashes, lid edge, lip line).
         blend: "membrane" (the edge's colour from the target, ``mesh_blend.membrane``) or
@@ -251,7 +257,7 @@ class MeshSwapper(FaceSwapper):
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), HIDDEN_SHARE,
-                self.blend, DETAIL_GAIN, DETAIL_SCALE)
+                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -346,7 +352,7 @@ class MeshSwapper(FaceSwapper):
             # and the source's as pasted: its darker skin (the shadow of a beard, a hair's shade)
             # counts as shading, to be replaced, not as a feature to keep
             plain_f = plain.astype(np.float32)
-            warped = skin_shading(warped, patch_f, plain_f, plain_f, max(1.0, self.relight * size))
+            warped = skin_shading(warped, patch_f, plain_f, plain_f, max(SHADING_MIN_PX, self.relight * size))
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
         warped = match_detail(warped, patch_f, plain, size)
