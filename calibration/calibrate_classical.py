@@ -17,7 +17,7 @@ Writes docs/measurements/classical_swap.md (command, date, machine, tables). Two
    reading of it on a warped eye is noisy: single values move by up to +-0.1 with the margin,
    so compare means.
 
-Run: OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_classical
+Run: OMP_NUM_THREADS=2 .venv/bin/python -m calibration.calibrate_classical
 """
 from __future__ import annotations
 
@@ -223,8 +223,8 @@ def write(ident, expr, sens, comp, seconds: float) -> None:
     lines += [f"| {n} | {k} | {a[0]:.0f}-{a[1]:.0f} | {b[0]:.0f}-{b[1]:.0f} | {p:.0f} | "
               + ", ".join(f"{c}: {v}" for c, v in sorted(cnt.items())) + " |" for n, k, a, b, p, cnt in comp]
     print("wrote " + write_lines("classical_swap", "Classical swapper: calibration and expression transfer",
-                                 "Measured by `bench/calibrate_classical.py` (docstring there says exactly how).",
-                                 "OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_classical", lines))
+                                 "Measured by `calibration/calibrate_classical.py` (docstring there says exactly how).",
+                                 "OMP_NUM_THREADS=2 .venv/bin/python -m calibration.calibrate_classical", lines))
 
 
 if __name__ == "__main__":

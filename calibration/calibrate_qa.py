@@ -1,8 +1,8 @@
 """Choose the QA gate's thresholds from known-good and known-bad outputs of the sample clip.
 
-    OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_qa [--frames 24]
+    OMP_NUM_THREADS=2 .venv/bin/python -m calibration.calibrate_qa [--frames 24]
 
-Builds every case of ``bench/qa_cases.py`` from ``assets/samples/kling_avatar_clip.mp4``
+Builds every case of ``calibration/qa_cases.py`` from ``assets/samples/kling_avatar_clip.mp4``
 (tracked, swapped with the classical swapper, analyzed with the built-in analyzer), measures
 every metric on every frame of every case, and for each calibrated metric puts the limit halfway
 between the worst known-good frame and the median frame of the known-bad case made for that
@@ -18,7 +18,7 @@ are measured when the records lack them (the clip's first frames tracked, ~15 s)
 Writes ``swapline_core/qa/thresholds.json`` (the gate's defaults) and
 ``docs/measurements/qa_thresholds.md`` (command, date, machine, the table).
 
-    .venv/bin/python -m bench.calibrate_qa --check [--frames 48] [--reuse]
+    .venv/bin/python -m calibration.calibrate_qa --check [--frames 48] [--reuse]
 
 writes neither: it judges every case with the shipped limits (exit 1 when one is not
 as expected) and lists, per limit, what this run would choose and the known-good frame that sets
@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
 from bench.section import write_lines  # noqa: E402
+from calibration import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
 from swapline_core.qa import decide, gate  # noqa: E402
 
 JSON_OUT = REPO / "swapline_core" / "qa" / "thresholds.json"
@@ -244,12 +244,12 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
                                    "max_occluder_overwrite", "max_colour_cast", "max_seam_ratio", "max_bleed",
                                    "max_offface", "min_changed", "min_coverage")}
     JSON_OUT.write_text(json.dumps({
-        "generated_by": "bench/calibrate_qa.py", "doc": "docs/measurements/qa_thresholds.md",
+        "generated_by": "calibration/calibrate_qa.py", "doc": "docs/measurements/qa_thresholds.md",
         "date": meta["date"], "frames": meta["frames"], "thresholds": keep}, indent=1) + "\n")
     lines = [
         (f"Clip: `assets/samples/kling_avatar_clip.mp4`, first {meta['frames']} frames, largest face tracked, "
         "source `assets/samples/source_face.png`, built-in analyzer (MTCNN + dlib, recognizer `dlib_resnet_v1`). "
-        "Cases: `bench/qa_cases.py`. Known-good: the swap pipeline's real output (classical swapper, default "
+        "Cases: `calibration/qa_cases.py`. Known-good: the swap pipeline's real output (classical swapper, default "
         "options) with the target's occluders (the gate's own estimate, taken generously) and lower face put "
         "back, hard and soft edge: forehead, eyes, nose and cheeks are the pipeline's pixels. Known-bad: one "
         "defect each on top of it, and no swap at all. Reported, not judged: the pipeline's real output "
@@ -294,7 +294,7 @@ def write(chosen: dict, rows: list[dict], checks: list[dict], meta: dict, th: de
               "result/target; occluder_overwrite, bleed, offface, changed shares of the face (see "
               "`swapline_core/qa/metrics_image.py`)."), ""]
     write_lines("qa_thresholds", "QA gate thresholds (generated)",
-                "Chosen by `bench/calibrate_qa.py` (module docstring); also written to "
+                "Chosen by `calibration/calibrate_qa.py` (module docstring); also written to "
                 "`swapline_core/qa/thresholds.json`.", meta["command"], lines)
 
 
@@ -328,7 +328,8 @@ def main(argv=None) -> int:
     chosen, rows = choose(part(records, "choose"), current)
     th = replace(current, **chosen)
     checks = verify(part(records, "judge"), th)
-    meta.update(command=f"python -m bench.calibrate_qa --frames {args.frames}" + (" --reuse" if args.reuse else ""),
+    reuse = " --reuse" if args.reuse else ""
+    meta.update(command=f"python -m calibration.calibrate_qa --frames {args.frames}{reuse}",
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     write(chosen, rows, checks, meta, th)
     for c in checks:

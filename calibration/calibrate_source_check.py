@@ -1,7 +1,7 @@
 """Calibration of Build Face Model's source check (swapline_core/faces/source_check.py).
 
 Writes docs/measurements/source_check.md (command, date, machine, tables):
-    OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_source_check
+    OMP_NUM_THREADS=2 .venv/bin/python -m calibration.calibrate_source_check
 
 Real photos only, through the built-in analyzer (what Build Face Model runs with the shipped
 workflows): the two shipped sources, every face of insightface's t1.jpg at full size, enlarged 2x
@@ -18,7 +18,7 @@ import time
 import cv2
 import numpy as np
 
-COMMAND = "OMP_NUM_THREADS=2 .venv/bin/python -m bench.calibrate_source_check"
+COMMAND = "OMP_NUM_THREADS=2 .venv/bin/python -m calibration.calibrate_source_check"
 
 
 def resized(image: np.ndarray, f: float, back: bool) -> np.ndarray:
@@ -129,8 +129,8 @@ def write(rows, sweep_rows, sc, seconds: float) -> None:
               "| source | eyes apart before enlarging (px) | x1.5 | x2 | x3 |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in sweep_rows]
     print("wrote " + write_lines("source_check", "Build Face Model: source check calibration",
-                                 "Measured by `bench/calibrate_source_check.py` (its docstring says how each photo "
-                                 "is made).", COMMAND, lines))
+                                 "Measured by `calibration/calibrate_source_check.py` (its docstring says how each "
+                                 "photo is made).", COMMAND, lines))
 
 
 if __name__ == "__main__":

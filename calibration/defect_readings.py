@@ -1,6 +1,6 @@
 """How a per-face reading separates the ghost and soft defect classes of the labelled set.
 
-    .venv/bin/python -m bench.qa_labels.defect_readings [--json FILE]
+    .venv/bin/python -m calibration.defect_readings [--json FILE]
 
 Read from the labelled crops (target | result, what the labeller saw), through the gate's own code:
 the target half's 68 points (the built-in analyzer; the mean shape where it finds no face) and
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..paths import OUT
-from . import agreement as ag
-from .build import CROP, PAD, SET
+from bench.paths import OUT
+from bench.qa_labels import agreement as ag
+from bench.qa_labels.build import CROP, PAD, SET
 
 # readings looked at: (key, class it is meant for, failing direction); "detail_ratio_low" is the
 # gate's detail_ratio read as a minimum (its limit is a maximum: pasted texture)
@@ -77,9 +77,8 @@ def landmarks(faces: list[dict]) -> dict[str, list | None]:
 def readings(with_native: bool = True) -> list[dict]:
     import cv2
 
+    from bench.qa_labels import labels as qlabels
     from swapline_core.qa.metrics_image import image_metrics
-
-    from . import labels as qlabels
 
     lab = qlabels.labels(1)
     prov = {r["id"]: r for r in qlabels.faces()}

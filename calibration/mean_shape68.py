@@ -4,7 +4,7 @@ Shapes: dlib 68-point landmarks (the built-in analyzer) on every face of insight
 Tom_Hanks_54745.png and the near-frontal frames of the two sample clips in tests/.cache/media.
 Each identity is averaged first (so a 56-frame clip counts as one face), shapes are aligned by
 generalised Procrustes (similarity), the mean is made left/right symmetric and expressed with the
-eye centres at (-0.5, 0) and (0.5, 0). Run: .venv/bin/python -m bench.mean_shape68
+eye centres at (-0.5, 0) and (0.5, 0). Run: .venv/bin/python -m calibration.mean_shape68
 """
 from __future__ import annotations
 

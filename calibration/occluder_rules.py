@@ -1,6 +1,7 @@
 """Which built-in occluder rules the labelled faces need (issue 49, item 4).
 
-    .venv/bin/python -m bench.occluder_rules [--clips a,b] [--frames 24]   # -> docs/measurements/occluder_rules.md
+    .venv/bin/python -m calibration.occluder_rules [--clips a,b] [--frames 24]
+    # -> docs/measurements/occluder_rules.md
 
 For every clip of the labelled set (bench/qa_labels/set/faces.jsonl) its first FRAMES frames (the
 frames the set was built from) are analysed by the built-in analyzer (MTCNN + dlib 68 points), the
@@ -145,7 +146,7 @@ def measure(clips: list[str], count: int, log=print) -> dict:
 def write(table: dict, clips: list[str], argv: list[str]) -> None:
     from swapline_core.masks import rules
 
-    about = ("What it measures (bench/occluder_rules.py): on each clip of the labelled set "
+    about = ("What it measures (calibration/occluder_rules.py): on each clip of the labelled set "
              "(bench/qa_labels/set), the faces labelled by eye on its first frames, masked by the "
              "built-in stack on the classical swapper's patches with every rule on and with one rule "
              f"off. A cell is *faces where the rule moves >= {MIN_PX} px of the paste mask (pixels "
@@ -174,10 +175,10 @@ def write(table: dict, clips: list[str], argv: list[str]) -> None:
               "Rules that move no paste mask of a face labelled `occluder`: "
               + (", ".join(r for r in rules.NAMES if all(table[r][c][2] == 0 for c in clips)) or "none") + ".",
               "", f"Labelled clips judged: {len(clips)} (clips of the set without labels are left out).", ""]
-    from .section import write_lines
+    from bench.section import write_lines
 
     print(write_lines("occluder_rules", "Occluder rules on the labelled faces", about,
-                      f"python -m bench.occluder_rules {' '.join(argv)}".rstrip(), lines))
+                      f"python -m calibration.occluder_rules {' '.join(argv)}".rstrip(), lines))
 
 
 def main(argv=None) -> None:

@@ -2,7 +2,7 @@
 
 Every case is built from the real sample clip's frames and the classical swap of it, each
 with one specific defect (or none), so each QA metric can be checked against the defect it is
-meant to see. Used by ``bench/calibrate_qa.py`` (thresholds) and ``tests/unit/qa`` (each
+meant to see. Used by ``calibration/calibrate_qa.py`` (thresholds) and ``tests/unit/qa`` (each
 known-bad case is caught by its own metric; known-good cases pass).
 """
 from __future__ import annotations
@@ -217,7 +217,7 @@ def build_cases(clip: Clip) -> dict[str, list[np.ndarray]]:
 
 
 def frozen_dir(name: str):
-    from .paths import REPO
+    from bench.paths import REPO
 
     return REPO / "tests" / "fixtures" / "qa" / name
 
@@ -239,13 +239,12 @@ def load_clip(analyzer, store_root: str, count: int = 48, chunk: int = 16, swap:
     ``swap=False``: tracked only (``classical`` is then empty), for judging frozen outputs."""
     from PIL import Image
 
+    from bench.paths import REPO
     from swapline_core.backends.classical import ClassicalSwapper
     from swapline_core.faces import identity as face_model
     from swapline_core.swap.chunk import SwapOptions
     from swapline_core.video import stages
     from swapline_core.video.frames import FrameSequence
-
-    from .paths import REPO
 
     img = np.array(Image.open(REPO / "assets" / "samples" / "source_face.png").convert("RGB"))
     face = max(analyzer.detect([img])[0], key=lambda f: f.area)

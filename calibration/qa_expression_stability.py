@@ -1,15 +1,15 @@
 """Is the QA gate's expression reading stable under pipeline changes far from the mouth?
 
-    OMP_NUM_THREADS=2 .venv/bin/python -m bench.qa_expression_stability [--frames 48]
+    OMP_NUM_THREADS=2 .venv/bin/python -m calibration.qa_expression_stability [--frames 48]
 
 Builds the known-good swap (``improved_swap``) and the known-bad ``mouth_frozen_to_source`` of
-``bench/qa_cases.py`` from the sample clip, then changes each the way an unrelated pipeline change
+``calibration/qa_cases.py`` from the sample clip, then changes each the way an unrelated pipeline change
 would: the whole result slightly blurred (Gaussian sigma 1 px) or colour-shifted (CIELAB L +3,
 a* -3, b* +6), the target's own forehead put back (a forehead blend change), the target's own eyes
 and brows put back (an upper-face change). Every variant is judged by the gate; per variant it
 reports the known-good case's worst window and the known-bad case's median window and caught share
 (frames whose window is below the calibrated limit, of all frames and of the frames with a window
-reading), and the limit ``bench/calibrate_qa.py``'s rule (halfway between the two) would choose on
+reading), and the limit ``calibration/calibrate_qa.py``'s rule (halfway between the two) would choose on
 that variant. Two readings side by side: ``expression_corr`` (the gate's, mouth profiles, see
 ``swapline_core/qa/metrics_expression.py``) and the landmark one it replaced (correlation of the
 fitted inner-lip openings, target vs result, recomputed here from the same records).
@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
 from bench.section import write_lines  # noqa: E402
+from calibration import qa_cases  # noqa: E402 - run as a script: the repo goes on sys.path first
 from swapline_core.qa import decide, gate  # noqa: E402
 from swapline_core.qa.metrics_expression import MIN_TARGET_STD, MIN_WINDOW_FRAMES  # noqa: E402
 
@@ -141,13 +141,13 @@ OLD_LIMIT = 0.264
 def write(rows: list[dict], frames: int, th: decide.QAThresholds) -> None:
     lines = [
         (f"Sample clip, first {frames} frames; known-good `improved_swap` and known-bad `mouth_frozen_to_source` "
-         "(`bench/qa_cases.py`), each as built and changed as a pipeline change far from the mouth would: "
+         "(`calibration/qa_cases.py`), each as built and changed as a pipeline change far from the mouth would: "
          "blur (Gaussian sigma 1 px, whole result), colour (CIELAB L +3, a* -3, b* +6, whole result), forehead "
          "(the target's own forehead back), eyes (the target's own eyes and brows back). Per frame, the window "
          f"value ({th.expression_window} evaluated frames) is judged against the limit: `expression_corr` "
          f"(mouth profiles, today's gate) against the calibrated {th.min_expression_corr:g}; the landmark "
          f"reading it replaced (correlation of the fitted openings) against its last limit {OLD_LIMIT:g}. "
-         "\"Rule limit\": what `bench/calibrate_qa.py` would choose on that variant (halfway between the "
+         "\"Rule limit\": what `calibration/calibrate_qa.py` would choose on that variant (halfway between the "
          "known-good worst window and the known-bad median). Caught: frames whose window fails, of all frames "
          "and of the frames with a window reading (a frame has none when the target's mouth does not move in "
          "its window or, for the landmark reading, when the result is not re-detected)."), "",
@@ -167,8 +167,8 @@ def write(rows: list[dict], frames: int, th: decide.QAThresholds) -> None:
                   f"{max(lims) - min(lims):.3f} ({min(lims):.3f}-{max(lims):.3f}), known-good worst window spread "
                   f"{max(worst) - min(worst):.3f}."]
     write_lines("qa_expression_stability", "QA expression reading: stability under unrelated pipeline changes",
-                "Measured by `bench/qa_expression_stability.py` (module docstring).",
-                f"python -m bench.qa_expression_stability --frames {frames}", lines)
+                "Measured by `calibration/qa_expression_stability.py` (module docstring).",
+                f"python -m calibration.qa_expression_stability --frames {frames}", lines)
 
 
 if __name__ == "__main__":

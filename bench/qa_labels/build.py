@@ -55,7 +55,8 @@ QA_POLICY = "flag only"
 # first path). "mesh" is the mesh swap behind the MTCNN + dlib analyzer (labelled at fcd4339),
 # "mesh2" the shipped built-in workflow since 7763910: the mesh swap behind the mesh analyzer;
 # "mesh3" the same workflow after the mirrored-texture seam and the skin-only shading (d886271);
-# "mesh4" after the colour match's fix (6ee3cb3: mesh3's left a dark contour on small faces).
+# "mesh4" after the colour match's fix and the shading's pixel floor (2f321d1; mesh3 left a dark contour
+# on small faces).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",

@@ -12,7 +12,7 @@ PATHS = {"classical": "the 68-point classical warp behind the MTCNN + dlib analy
          "mesh": "the mesh swap behind the MTCNN + dlib analyzer (fcd4339)",
          "mesh2": "the shipped built-in workflow: the mesh analyzer and the mesh swap (3d123e8)",
          "mesh3": "the shipped built-in workflow after the mirrored-texture seam and skin-only shading (d886271)",
-         "mesh4": "the shipped built-in workflow after the colour match's fix (6ee3cb3)"}
+         "mesh4": "the shipped built-in workflow after the colour match's fix and the shading floor (2f321d1)"}
 
 
 def _f(v) -> str:

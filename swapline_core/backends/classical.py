@@ -15,7 +15,7 @@ Identity therefore rests on texture and static proportions (eye spacing and size
 width, lips, forehead).
 
 The defaults and their alternatives (forehead band, shape transfer, mirroring, blend, the old
-source-expression transfer) are measured by ``bench/calibrate_classical.py``: identity margins on
+source-expression transfer) are measured by ``calibration/calibrate_classical.py``: identity margins on
 t1.jpg with Tom Hanks as the source and mouth/eye-opening correlations on the sample clips, in
 docs/measurements/classical_swap.md. Where the swap is usable at all (head turn, pitch, face
 size) is declared in ``ClassicalSwapper.competence`` and enforced by ``swapline_core.guards``.
@@ -75,7 +75,7 @@ class ClassicalSwapper(FaceSwapper):
     # 37 deg without artefacts; nothing steeper was available to measure. dlib's 68 points need
     # eyes ~12 px apart (a ~35 px face) to land on the features at all.
     competence = Competence(max_yaw=45.0, max_pitch=45.0, min_inter_ocular_px=12.0, needs_both_eyes=True,
-                            basis="measured on the sample clips and t1.jpg (bench/calibrate_classical.py)")
+                            basis="measured on the sample clips and t1.jpg (calibration/calibrate_classical.py)")
 
     def __init__(self, blend: str = "seamless", color_transfer: bool = True,
                  mask_erosion: float = 0.0, mask_feather: float = 0.04, margin: float = 0.12,

@@ -1,7 +1,7 @@
 """68-point shape geometry shared by the classical swapper, the guards and the QA gate.
 
 ``MEAN68`` is a mean dlib 68-point face, eye centres at (-0.5, 0) and (0.5, 0), printed by
-``bench/mean_shape68.py`` (Procrustes mean over the faces of t1.jpg, Tom Hanks and the sample
+``calibration/mean_shape68.py`` (Procrustes mean over the faces of t1.jpg, Tom Hanks and the sample
 clips, made symmetric; 8 identities). It is a reference for "does this look like a face" residuals and the
 layout the classical swap's fixed triangulation is built on.
 """

@@ -19,7 +19,7 @@ detail (the swap works, but texture and identity come from interpolated pixels);
 Calibrated on real photos (the shipped sources, insightface's t1.jpg at full size, enlarged
 from half size and downscaled, the generalization bench's small source, blurred sources):
 tests/unit/faces/test_source_check.py; the numbers are in docs/measurements/source_check.md
-(``python -m bench.calibrate_source_check``).
+(``python -m calibration.calibrate_source_check``).
 """
 from __future__ import annotations
 

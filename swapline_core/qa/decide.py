@@ -1,6 +1,6 @@
 """Thresholds, per-face reasons, the job decision and the failing-frame policies.
 
-Defaults come from ``thresholds.json`` beside this file, written by ``bench/calibrate_qa.py``
+Defaults come from ``thresholds.json`` beside this file, written by ``calibration/calibrate_qa.py``
 from known-good and known-bad outputs of the sample clip; the table and how each number was
 chosen are in ``docs/measurements/qa_thresholds.md``. They hold for the built-in analyzer
 (MTCNN + dlib, recognizer ``dlib_resnet_v1``); identity and leakage of other recognizers live on
@@ -55,7 +55,7 @@ def _load_defaults(path: Path = THRESHOLDS_FILE) -> dict:
         return json.loads(path.read_text())["thresholds"]
     except (OSError, ValueError, KeyError) as e:
         raise SwaplineError(f"cannot read the QA limits {path}: {e}. Reinstall the pack, or regenerate the file "
-                            "(thresholds.json: bench/calibrate_qa.py; thresholds_labelled*.json: "
+                            "(thresholds.json: calibration/calibrate_qa.py; thresholds_labelled*.json: "
                             "python -m bench.qa_labels.agreement --write-limits)") from e
 
 

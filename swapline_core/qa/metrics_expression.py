@@ -15,12 +15,12 @@ A swap must keep the target's expression. Two readings:
 Why pixels and not the landmarks' opening for the window: dlib's 68-point fit is one cascade over
 the whole face, so the result's fitted mouth moves with the swapped eyes and forehead and with the
 target's jaw. On the sample clip's ``mouth_frozen_to_source`` (the source's closed mouth pasted over
-the target's; out/bench/qa_calibration_records.json of bench/calibrate_qa.py) the fit read that
+the target's; out/bench/qa_calibration_records.json of calibration/calibrate_qa.py) the fit read that
 closed mouth 0.025-0.134 jaw widths open, the known-good case's range (0.027-0.153), and a
 result that was not re-detected had no reading at all: the case was caught on 20 of 48 frames.
 Changes far from the mouth moved the landmark reading's known-good worst window 0.40-0.79 and its
 calibrated limit 0.33-0.47; the profile's worst window moved 0.993-0.999 and its limit 0.573-0.578
-(docs/measurements/qa_expression_stability.md, bench/qa_expression_stability.py). The profile is
+(docs/measurements/qa_expression_stability.md, calibration/qa_expression_stability.py). The profile is
 read at the target's landmarks from the result's pixels under the nose only: the forehead and eyes
 cannot move it by construction, a whole-face colour or brightness change is normalised out, and
 it needs no re-detection of the result.
@@ -55,7 +55,7 @@ MIN_WINDOW_FRAMES = 5
 # patch's central half (the inner mouth, not the cheeks). The value channel (max of R, G, B) keeps
 # the dark mouth opening and teeth and ignores lip colour: red lips and pale skin are both bright
 # in it. On the sample clip the pipeline's real output (paler lips than the target's) correlates
-# 0.83-0.93 with it (bench/calibrate_qa.py records, classical_today); grey levels, tried, rated it
+# 0.83-0.93 with it (calibration/calibrate_qa.py records, classical_today); grey levels, tried, rated it
 # lower, as if the lip colour change were mouth movement.
 PROFILE_WIDTH, PROFILE_HEIGHT, PROFILE_DOWN = 1.3, 1.0, 0.15
 PROFILE_ROWS, PROFILE_COLS = 24, 32

@@ -28,7 +28,7 @@ N_FRAMES = 48
 # drift, flicker, streaming and resume. The pixel/expression metrics and their known cases are
 # tested in tests/unit/qa/ (with the defaults the classical swap fails: glasses painted over).
 # Identity, leakage and drift limits are the second session's measured ones (dlib, classical swap
-# on this clip), not today's calibration, whose good cases are the QA bench's own (bench/qa_cases.py):
+# on this clip), not today's calibration, whose good cases are the QA bench's own (calibration/qa_cases.py):
 # these tests are about the machinery, which must not move with every recalibration.
 # max_leakage was 0.92 until the built-in occluder's hue test (fourth session): it keeps this clip's
 # red-tinted lenses, and the eyes behind them, as the target's, so leakage rose (frame 38: 0.925).

@@ -35,7 +35,7 @@ def report_for(records, th=None, skipped=None):
 
 def test_defaults_come_from_the_calibration_file():
     data = json.loads(decide.THRESHOLDS_FILE.read_text())
-    assert data["generated_by"] == "bench/calibrate_qa.py"
+    assert data["generated_by"] == "calibration/calibrate_qa.py"
     th = decide.QAThresholds()
     for k, v in data["thresholds"].items():
         assert getattr(th, k) == v

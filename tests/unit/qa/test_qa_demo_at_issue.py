@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 import pytest
 
-from bench import qa_cases
+from calibration import qa_cases
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.qa import decide, gate
 

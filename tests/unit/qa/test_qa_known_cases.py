@@ -1,4 +1,4 @@
-"""The QA gate on known-good and known-bad outputs of the real sample clip (bench/qa_cases.py).
+"""The QA gate on known-good and known-bad outputs of the real sample clip (calibration/qa_cases.py).
 
 Each known-bad case carries one defect and must be caught by the metric made for it, with the
 calibrated default thresholds; the known-good cases (the pipeline's real output with the target's
@@ -12,8 +12,8 @@ sys.path.insert(0, str(ROOT))
 
 import pytest
 
-from bench import qa_cases
-from bench.calibrate_qa import OWN_REASON
+from calibration import qa_cases
+from calibration.calibrate_qa import OWN_REASON
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.qa import gate
 
@@ -156,14 +156,14 @@ def test_skipped_faces_are_counted_separately(analyzer, clip, cases):
 
 
 def test_calibration_check_lists_each_limit_and_the_frame_it_rests_on(reports, monkeypatch, tmp_path):
-    """``python -m bench.calibrate_qa --check`` on these cases: with the shipped limits every case is
+    """``python -m calibration.calibrate_qa --check`` on these cases: with the shipped limits every case is
     as expected (exit 0); each calibrated limit is listed with what the script would choose now and
     the known-good frame holding the worst value it rests on. A limit no known-good frame passes
     makes the check fail."""
     import json
     from dataclasses import replace
 
-    from bench import calibrate_qa
+    from calibration import calibrate_qa
     from swapline_core.qa import decide
 
     out = tmp_path / "check.json"

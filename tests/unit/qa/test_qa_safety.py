@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bench import qa_cases  # noqa: E402
+from calibration import qa_cases  # noqa: E402
 from devtools.synthetic_safety import build_safety_classifier  # noqa: E402
 from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.errors import BadModelError, SwaplineError  # noqa: E402
