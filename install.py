@@ -1,7 +1,8 @@
 """Swapline install hook (run by ComfyUI-Manager and by scripts/setup.sh).
 
-Idempotent, offline, never calls pip. It creates the model folders Swapline reads from, warns
-when both onnxruntime builds are installed, and lists which known models are present.
+Idempotent, offline, never calls pip. It checks the built-in mesh models shipped in
+models/mediapipe/ (sha256), creates the model folders Swapline reads from, warns when both
+onnxruntime builds are installed, and lists which known models are present.
 """
 from __future__ import annotations
 
@@ -41,12 +42,14 @@ def onnxruntime_conflict() -> str | None:
 
 
 def mesh_models_state() -> str:
-    """One line on the built-in mesh analyzer's files. This script never downloads: it names the
-    setup command that extracts them from the mediapipe wheel."""
-    bad = mesh_models.missing_or_changed(names=mesh_models.RUNTIME)
+    """One line on the built-in mesh and hand models, which ship with the pack in models/mediapipe/:
+    every file's sha256 checked here, offline. This script never downloads: when one is missing or
+    altered it says to reinstall the pack or run the script that restores it."""
+    bad = mesh_models.missing_or_changed()
     if not bad:
-        return f"built-in mesh analyzer models ready in {mesh_models.DEFAULT_DIR}"
-    return ("NEEDED by the shipped built-in workflows (their analyzer and swapper run the mesh): "
+        return (f"built-in mesh models present, all {len(mesh_models.FILES)} files checked (sha256) in "
+                f"{mesh_models.DEFAULT_DIR}")
+    return ("NEEDED by the shipped built-in workflows (their analyzer, swapper and hand occluder run them): "
             + mesh_models.describe_missing(bad))
 
 
@@ -67,6 +70,8 @@ def main() -> int:
     if warn:
         print(f"[Swapline] WARNING: {warn}")
     for m in KNOWN_MODELS:
+        if m.filename in mesh_models.FILES:     # in the pack's own folder, reported above
+            continue
         path = models / m.folder / m.filename
         state = "present" if path.exists() else "missing (optional)"
         print(f"[Swapline]   {m.folder}/{m.filename}: {state}")

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Extract the built-in mesh analyzer's and the hand occluder's models from the mediapipe 0.10.21 wheel.
+"""Verify the shipped mesh and hand models; re-extract any missing or altered from the mediapipe 0.10.21 wheel.
 
 The models (BlazeFace short range, the 468-point face mesh, the iris model, the full palm detector
-and the lite hand landmark model: Apache-2.0 per their MediaPipe model cards) ship only inside the
-``mediapipe`` wheel, which pins numpy < 2 and so can never be installed beside ComfyUI. The wheel
-is downloaded (``pip download --no-deps``, never installed), only the members below are extracted,
-each is checked against the sha256 recorded in ``swapline_core/backends/mesh_models.py``, and the
-mesh's triangle list is written beside them (taken from
+and the lite hand landmark model: Apache-2.0 per their MediaPipe model cards) ship with the pack in
+``models/mediapipe/`` (see its README.md). They come from the ``mediapipe`` wheel, which pins
+numpy < 2 and so can never be installed beside ComfyUI. This script checks every file against the
+sha256 recorded in ``swapline_core/backends/mesh_models.py``; when all match it does nothing (no
+network). Otherwise the wheel is downloaded (``pip download --no-deps``, never installed), or taken
+from ``--wheel``, only the members below are extracted, each is checked against its digest, and
+the mesh's triangle list is written beside them (taken from
 ``mediapipe/python/solutions/face_mesh_connections.py``, whose tessellation lists each triangle's
 three edges in order).
 
 Setup-time helper, not part of the pack (which never starts subprocesses or downloads).
-Idempotent: when every file is present with its digest nothing is downloaded.
 
     python scripts/fetch_mesh_models.py [--dest DIR] [--wheel PATH]
 """
@@ -88,6 +89,8 @@ def extract(wheel: Path, dest: Path) -> list[Path]:
 
 
 def fetch(dest: Path = mm.DEFAULT_DIR, python: str = sys.executable, wheel: Path | None = None) -> list[Path]:
+    """The files in ``dest``: checked and left alone when every digest matches, else all extracted
+    again from the wheel (downloaded only then)."""
     if not mm.missing_or_changed(dest):
         return [dest / name for name in mm.FILES]
     if wheel is not None:
@@ -101,7 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dest", type=Path, default=mm.DEFAULT_DIR)
     ap.add_argument("--wheel", type=Path, default=None, help="a mediapipe 0.10.21 wheel already downloaded")
     args = ap.parse_args(argv)
-    for p in fetch(args.dest, wheel=args.wheel):
+    bad = mm.missing_or_changed(args.dest)
+    paths = fetch(args.dest, wheel=args.wheel)
+    if bad:
+        print(f"[fetch_mesh_models] restored {', '.join(bad)} from the mediapipe {mm.MEDIAPIPE_VERSION} wheel")
+    else:
+        print(f"[fetch_mesh_models] all {len(paths)} files present with their sha256 in {args.dest}: nothing fetched")
+    for p in paths:
         print(f"[fetch_mesh_models] {p} ({p.stat().st_size} bytes)")
     return 0
 

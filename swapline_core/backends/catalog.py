@@ -138,11 +138,11 @@ DIFFUSION_MODELS = (
     KnownModel("face_recognition_models/models", "dlib_face_recognition_resnet_model_v1.dat",
                "dlib ResNet face embedding (built-in)", "CC0-1.0", "face-recognition-models 0.3.0",
                vendor="dlib (Davis King)", commercial="yes"),
-    # the built-in mesh analyzer's files, extracted from the mediapipe wheel at setup
-    # (mesh_models.py, which also checks these digests); licence as each MediaPipe model card states
-    *(KnownModel(".swapline-models/mediapipe", name, role,
+    # the built-in mesh analyzer's files, shipped in the pack's models/mediapipe/ (taken from the
+    # mediapipe wheel; mesh_models.py also checks these digests); licence as each model card states
+    *(KnownModel("models/mediapipe", name, role,
                  f"Apache-2.0 (model card \"{card}\"; mediapipe wheel: Apache 2.0)",
-                 "mediapipe 0.10.21 wheel (PyPI), extracted by scripts/fetch_mesh_models.py", size, digest,
+                 "mediapipe 0.10.21 wheel (PyPI), shipped in Swapline's models/mediapipe/", size, digest,
                  vendor="Google (MediaPipe)", commercial="yes")
       for name, role, card, size, digest in (
           ("face_detection_short_range.tflite", "BlazeFace short range face detector (built-in mesh)",

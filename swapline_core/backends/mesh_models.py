@@ -1,11 +1,13 @@
 """The built-in mesh analyzer's model files: where they are, checked by sha256, and their runtime.
 
 The files are MediaPipe's (Apache-2.0 per each model card: "BlazeFace (Short Range)", "MediaPipe
-Face Mesh", "MediaPipe Iris"), shipped only inside the ``mediapipe`` 0.10.21 wheel. That wheel pins
-numpy < 2, so it is never installed: ``scripts/fetch_mesh_models.py`` (run by scripts/setup.sh)
-downloads it, extracts these files into :data:`DEFAULT_DIR` and checks each digest; nothing here
-downloads anything. A missing or altered file raises :class:`MeshModelsMissing` naming the file,
-the folder searched and the command that provides it.
+Face Mesh", "MediaPipe Iris", "MediaPipe Hands"), taken from the ``mediapipe`` 0.10.21 wheel, which
+pins numpy < 2 and so is never installed. They ship with the pack in ``models/mediapipe/``
+(:data:`DEFAULT_DIR`, with the wheel's licence and a README), so a plain clone or registry archive
+runs the built-in workflows with nothing fetched. ``scripts/fetch_mesh_models.py`` (run by
+scripts/setup.sh) verifies them and re-extracts any that are missing or altered from the wheel;
+nothing here downloads anything. A missing or altered file raises :class:`MeshModelsMissing`
+naming the file, the folder searched and what to do.
 
 The ``.tflite`` files run unchanged under ``ai-edge-litert`` (Google's TFLite runtime, numpy 2
 wheels, XNNPACK on CPU); see :func:`interpreter` for how calls are serialised.
@@ -24,8 +26,9 @@ from .builtin_models import BuiltinModelsMissing
 
 MEDIAPIPE_VERSION = "0.10.21"
 REQ_LITERT = "ai-edge-litert==2.3.0"
-# inside the pack's own folder, so a git clone in custom_nodes/ carries it (gitignored)
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / ".swapline-models" / "mediapipe"
+# tracked in the pack's own folder, so a git clone in custom_nodes/ (ComfyUI-Manager) or the
+# registry archive carries them; any analyzer takes another folder through its model_dir
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "models" / "mediapipe"
 FETCH_COMMAND = "python scripts/fetch_mesh_models.py"
 
 
@@ -89,12 +92,19 @@ def _folder(folder: str | Path | None) -> Path:
     return Path(folder) if folder is not None else DEFAULT_DIR
 
 
-def _how_to_fix(folder: Path) -> str:
-    members = " ".join(FILES[n].member for n in RUNTIME)
-    return (f"run `{FETCH_COMMAND}` in Swapline's folder (scripts/setup.sh does; it extracts the files "
-            f"from the mediapipe {MEDIAPIPE_VERSION} wheel and never installs it), or by hand: "
-            f"`pip download mediapipe=={MEDIAPIPE_VERSION} --no-deps --only-binary=:all: -d DIR` then "
-            f"`unzip -j DIR/mediapipe-{MEDIAPIPE_VERSION}-*.whl {members} -d {folder}` (docs/models.md)")
+def _how_to_fix(folder: Path, names=RUNTIME) -> str:
+    """What to do about ``names`` missing or altered in ``folder``: reinstall, the fetch script, or
+    (for the files the wheel holds as they are) pip download + unzip by hand."""
+    members = " ".join(FILES[n].member for n in names if FILES[n].member)
+    dest = "" if Path(folder) == DEFAULT_DIR else f" --dest {folder}"
+    fix = (f"the files ship with Swapline in {DEFAULT_DIR}: reinstall the pack (or restore the folder from "
+           f"its repository), or run `{FETCH_COMMAND}{dest}` in Swapline's folder (scripts/setup.sh does; it "
+           f"re-extracts them from the mediapipe {MEDIAPIPE_VERSION} wheel, never installs it, and checks each "
+           f"sha256)")
+    if members:
+        fix += (f", or by hand: `pip download mediapipe=={MEDIAPIPE_VERSION} --no-deps --only-binary=:all: "
+                f"-d DIR` then `unzip -j DIR/mediapipe-{MEDIAPIPE_VERSION}-*.whl {members} -d {folder}`")
+    return fix + " (docs/models.md)"
 
 
 def _sha256(path: Path) -> str:
@@ -130,10 +140,10 @@ def model_path(name: str, folder: str | Path | None = None) -> Path:
     path = folder / name
     if not path.is_file():
         raise MeshModelsMissing(f"the built-in mesh analyzer's model file {name} is missing from the "
-                                f"folder {folder}: {_how_to_fix(folder)}")
+                                f"folder {folder}: {_how_to_fix(folder, (name,))}")
     if missing_or_changed(folder, (name,)):
         raise MeshModelsMissing(f"{path} is not the file Swapline checked (sha256 differs from "
-                                f"{FILES[name].sha256}): {_how_to_fix(folder)}")
+                                f"{FILES[name].sha256}): {_how_to_fix(folder, (name,))}")
     return path
 
 
@@ -147,22 +157,17 @@ def check(folder: str | Path | None = None, names=RUNTIME) -> None:
 def describe_missing(bad: list[str], folder: str | Path | None = None) -> str:
     folder = _folder(folder)
     return (f"the built-in mesh analyzer's model file(s) {', '.join(bad)} are missing from (or differ in) "
-            f"the folder {folder}: {_how_to_fix(folder)}")
+            f"the folder {folder}: {_how_to_fix(folder, bad)}")
 
 
 def check_hands(folder: str | Path | None = None, names=HANDS) -> None:
     """The hand occluder's files present and unaltered, else one error naming them, the folder
-    and how to extract them."""
+    and what to do."""
     folder = _folder(folder)
     bad = missing_or_changed(folder, names)
     if bad:
-        members = " ".join(FILES[n].member for n in bad)
-        raise MeshModelsMissing(
-            f"the hand occluder's model file(s) {', '.join(bad)} are missing from (or differ in) the folder "
-            f"{folder}: run `{FETCH_COMMAND}` in Swapline's folder (scripts/setup.sh does; it extracts them "
-            f"from the mediapipe {MEDIAPIPE_VERSION} wheel and never installs it), or by hand: `pip download "
-            f"mediapipe=={MEDIAPIPE_VERSION} --no-deps --only-binary=:all: -d DIR` then `unzip -j "
-            f"DIR/mediapipe-{MEDIAPIPE_VERSION}-*.whl {members} -d {folder}` (docs/models.md)")
+        raise MeshModelsMissing(f"the hand occluder's model file(s) {', '.join(bad)} are missing from (or differ "
+                                f"in) the folder {folder}: {_how_to_fix(folder, bad)}")
     _interpreter_class()
 
 

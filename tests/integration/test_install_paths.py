@@ -18,6 +18,7 @@ from devtools.media import T1, insightface_image
 pytestmark = pytest.mark.once
 
 BUILTIN = "builtin (MTCNN + dlib, no download)"
+BUILTIN_MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"   # the shipped workflows' analyzer
 BIN = Path(sys.executable).parent
 
 
@@ -33,7 +34,7 @@ def clone_repo(dest: Path) -> Path:
     return dest
 
 
-def detect_on_t1(comfy_dir: Path) -> int:
+def detect_on_t1(comfy_dir: Path, pack: str = BUILTIN) -> int:
     server = ComfyServer(comfy_dir, comfy_dir / "models", comfy_dir=comfy_dir, link_pack=False)
     shutil.copy(insightface_image(T1), comfy_dir / "input" / T1)
     server.start()
@@ -41,7 +42,7 @@ def detect_on_t1(comfy_dir: Path) -> int:
         hist = server.run({
             "1": {"class_type": "LoadImage", "inputs": {"image": T1}},
             "2": {"class_type": "SwaplineAnalyzerLoader",
-                  "inputs": {"pack": BUILTIN, "provider": "CPU", "det_size": 640, "det_thresh": 0.0}},
+                  "inputs": {"pack": pack, "provider": "CPU", "det_size": 640, "det_thresh": 0.0}},
             "3": {"class_type": "SwaplineDetectFaces",
                   "inputs": {"images": ["1", 0], "analyzer": ["2", 0], "embeddings": False,
                              "landmarks": False, "no_face": "pass through"}},
@@ -77,14 +78,18 @@ def test_manual_clone_requirements_and_install_py(tmp_path):
         r = subprocess.run([sys.executable, str(pack / "install.py")], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
     assert "model folders ready" in r.stdout
+    # the built-in workflows' MediaPipe models come with the clone, checked offline by install.py
+    shipped = pack.resolve() / "models" / "mediapipe"
+    assert f"built-in mesh models present, all 6 files checked (sha256) in {shipped}" in r.stdout
     assert (comfy_dir / "models" / "facerestore_models").is_dir()
-    assert detect_on_t1(comfy_dir) == 6
+    assert detect_on_t1(comfy_dir, BUILTIN_MESH) == 6      # no scripts/setup.sh, nothing fetched
 
 
 @pytest.mark.slow
 def test_registry_archive_installs_and_runs(tmp_path):
     """What the Comfy Registry serves: `comfy node pack` of the committed tree, unzipped into
-    custom_nodes. It must hold everything the pack needs (a prompt runs) and no tooling."""
+    custom_nodes. It must hold everything the pack needs (a prompt runs on the shipped mesh models)
+    and no tooling."""
     sys.path.insert(0, str(REPO / "scripts"))
     import validate_pack
 
@@ -96,4 +101,5 @@ def test_registry_archive_installs_and_runs(tmp_path):
     r = subprocess.run([sys.executable, str(comfy_dir / "custom_nodes" / "swapline" / "install.py")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert detect_on_t1(comfy_dir) == 6
+    assert "built-in mesh models present" in r.stdout, r.stdout
+    assert detect_on_t1(comfy_dir, BUILTIN_MESH) == 6

@@ -1,8 +1,8 @@
 """MediaPipe's palm detector and hand landmark model (backends/hands.py) on real frames, real models.
 
-The model files come from scripts/setup.sh (scripts/fetch_mesh_models.py, from the mediapipe
-0.10.21 wheel): a missing file FAILS these tests with the command that provides it, it does not
-skip them. The hand clip is the development set's woman in a coat (video_bernini_r_video_editing-1,
+The model files ship in models/mediapipe/ (taken from the mediapipe 0.10.21 wheel;
+scripts/fetch_mesh_models.py restores them): a missing file FAILS these tests with what to do, it
+does not skip them. The hand clip is the development set's woman in a coat (video_bernini_r_video_editing-1,
 a before/after pair side by side, her hand touching her chin on frames 7-13, then lower at her
 neck); the sample clip's talking head has no hand near the face.
 """
@@ -36,7 +36,7 @@ def bernini_frames() -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def detector():
     if mm.missing_or_changed(names=mm.HANDS):
-        pytest.fail(f"run scripts/setup.sh: {mm.describe_missing(mm.missing_or_changed(names=mm.HANDS))}")
+        pytest.fail(mm.describe_missing(mm.missing_or_changed(names=mm.HANDS)))
     return H.HandDetector()
 
 
@@ -53,7 +53,7 @@ def bernini(analyzer):
 
 def test_model_files_present_and_checked():
     bad = mm.missing_or_changed(names=mm.HANDS)
-    assert not bad, f"run scripts/setup.sh: {mm.describe_missing(bad)}"
+    assert not bad, mm.describe_missing(bad)
     mm.check_hands()
     assert {mm.FILES[n].role for n in mm.HANDS} == {"palm_detection_full", "hand_landmark_lite"}
 

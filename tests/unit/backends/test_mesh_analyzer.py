@@ -1,7 +1,8 @@
 """The built-in mesh analyzer (BlazeFace + MediaPipe mesh) on real faces, with the real models.
 
-The model files come from scripts/setup.sh (scripts/fetch_mesh_models.py): a missing file FAILS
-these tests, it does not skip them. Run with ``-s`` to see the measured agreement with dlib.
+The model files ship in models/mediapipe/ (tests/unit/backends/test_mesh_models.py checks them;
+scripts/fetch_mesh_models.py restores them): a missing file FAILS these tests, it does not skip
+them. Run with ``-s`` to see the measured agreement with dlib.
 """
 from __future__ import annotations
 
