@@ -8,7 +8,7 @@ QA thresholds made with either analyzer compare (same ``recognizer_name``).
 
 Every model here is Apache-2.0 (MediaPipe) or CC0 (dlib's recognition network): unlike the
 MTCNN + dlib pack, nothing reads dlib's 68-point predictor, whose training data excludes
-commercial use. The files live in ``mesh_models.DEFAULT_DIR`` (scripts/fetch_mesh_models.py).
+commercial use. The files ship with the pack in ``mesh_models.DEFAULT_DIR`` (models/mediapipe/).
 
 Eyes and brows: the mesh's 71 points around each eye are replaced by the iris model's (MediaPipe's
 "refine landmarks" step), which halved the eye points' distance to dlib's on the image-left eye.

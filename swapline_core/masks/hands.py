@@ -196,8 +196,9 @@ def hand_masks(frame_rgb: np.ndarray, face_boxes: Sequence[Sequence[float]], det
 
 def shared_detector(model_dir=None) -> tuple[HandDetector | None, str | None]:
     """(the hand detector, cached by its model file like every model, None) or (None, why): a
-    checkout whose setup predates the hand models (a ComfyUI-Manager install that has not run
-    scripts/fetch_mesh_models.py) still swaps, and each face's record says the rule was off."""
+    checkout whose hand model files are missing or altered (they ship in models/mediapipe/;
+    scripts/fetch_mesh_models.py restores them) still swaps, and each face's record says the rule
+    was off."""
     folder = mm.DEFAULT_DIR if model_dir is None else model_dir
     try:
         return cached("hand-detector", str(mm.model_path(mm.PALM, folder)), (),

@@ -1,6 +1,6 @@
 """Hands over faces as occluders (masks/hands.py) on real media with the real MediaPipe models.
 
-A missing model file FAILS these tests (scripts/setup.sh extracts them), it does not skip them.
+A missing model file FAILS these tests (they ship in models/mediapipe/), it does not skip them.
 The hand clips (development set): video_bernini_r_video_editing-1, a woman in a coat with her hand
 under her chin, the clip a before/after pair side by side; api_kling_o3_video_edit-1, a man holding
 a bird against his face, a finger at his mouth (frames 15-33). Negatives: the shipped sample clip (a
