@@ -42,7 +42,7 @@ METRICS = tuple((m, d) for m, _, d, _, _ in _CHECKS) + (("edge_loss", "max"),)
 FIELD = {m: f for m, f, *_ in _CHECKS}        # metric -> QAThresholds field (edge_loss has none yet)
 # the limit set each path's labels choose (swapline_core/qa/decide.py LIMIT_SETS)
 LIMITS_OUT = {"classical": REPO / "swapline_core" / "qa" / "thresholds_labelled.json",
-              "mesh2": REPO / "swapline_core" / "qa" / "thresholds_labelled_mesh.json"}
+              "mesh4": REPO / "swapline_core" / "qa" / "thresholds_labelled_mesh.json"}
 DOC = REPO / "docs" / "measurements" / "qa_agreement.md"
 
 
@@ -188,7 +188,7 @@ def accepted(round_: str | None = None) -> dict:
 
 
 # The path the shipped built-in workflows run (scripts/make_workflows.py): the targets are judged on it.
-SHIPPED_PATH = "mesh2"
+SHIPPED_PATH = "mesh4"
 
 
 def measure(path: str = SHIPPED_PATH) -> dict:

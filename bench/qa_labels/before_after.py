@@ -1,5 +1,6 @@
 """Before/after crops of the labelled set: the classical path's result beside the shipped built-in
-workflow's (path mesh2) on the same frame, with the labels given on the same mixed sheets.
+workflow's (``agreement.SHIPPED_PATH``) on the same frame, with the labels given on the same mixed
+sheets (that path's round).
 
     .venv/bin/python -m bench.qa_labels.before_after    # -> docs/images/before_after_mesh.jpg
 
@@ -14,6 +15,7 @@ import textwrap
 import numpy as np
 
 from ..paths import REPO
+from .agreement import SHIPPED_PATH
 from .build import CROP, FACES, SET, path_of
 from .labels import ROUNDS, labels
 
@@ -23,7 +25,7 @@ CASES = (("red-framed glasses", "api_kling_avatar2-1", "shipped_colour", 12),
          ("three-quarter view", "api_kling_motion_control3-2", "shipped_colour", 16),
          ("finger across the lips", "api_kling_o3_video_edit-1", "shipped_colour", 18),
          ("hand under the chin", "video_bernini_r_video_editing-1", "shipped_colour", 8))
-PATHS = (("classical", "classical path (68-point warp)"), ("mesh2", "shipped: mesh analyzer + mesh swap"))
+PATHS = (("classical", "classical path (68-point warp)"), (SHIPPED_PATH, "shipped: mesh analyzer + mesh swap"))
 
 
 def _caption(width: int, lines: list[str]) -> np.ndarray:
@@ -40,7 +42,7 @@ def build(out=OUT) -> str:
 
     faces = map(json.loads, FACES.read_text().splitlines())
     rows = {(r["clip"], r["source"], r["frame"], path_of(r)): r for r in faces}
-    lab = labels(None, ROUNDS["mesh2"])
+    lab = labels(None, ROUNDS[SHIPPED_PATH])
     grid = []
     for case, clip, source, frame in CASES:
         tiles = []
@@ -55,7 +57,7 @@ def build(out=OUT) -> str:
                 verdict = "not labelled" if lb is None else ("viewer: ok" if lb["acceptable"] else
                                                             "viewer: " + ",".join(lb["defects"]))
             else:
-                other = rows.get((clip, source, frame, "mesh2" if path == "classical" else "classical"))
+                other = rows.get((clip, source, frame, SHIPPED_PATH if path == "classical" else "classical"))
                 target = result = (np.asarray(Image.open(SET / other["crop"]).convert("RGB"))[:, :CROP]
                                    if other and other.get("crop") else np.full((CROP, CROP, 3), 200, np.uint8))
                 verdict = "refused: " + r.get("not_swapped", "")[:48]

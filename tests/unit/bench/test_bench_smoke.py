@@ -223,10 +223,13 @@ def test_farm_section(smoke):
 def test_qa_agreement_section(smoke):
     q = data(smoke, "qa_agreement")
     # the shipped built-in path's labelled faces, the classical path's beside them, both rounds
-    assert q["path"] == "mesh2" and q["faces"] >= 400 and q["clips"] >= 14
+    from bench.qa_labels.agreement import SHIPPED_PATH
+    from bench.qa_labels.labels import ROUNDS
+
+    assert q["path"] == SHIPPED_PATH and q["faces"] >= 400 and q["clips"] >= 14
     assert q["other_paths"]["classical"]["faces"] >= 1000
-    assert set(q["accepted_side_by_side"]) == {"mixed-2", "mixed-3"}
-    assert {"classical", "mesh2"} <= set(q["accepted_side_by_side"]["mixed-3"])
+    assert set(q["accepted_side_by_side"]) == set(ROUNDS.values())
+    assert {"classical", SHIPPED_PATH} <= set(q["accepted_side_by_side"][ROUNDS[SHIPPED_PATH]])
     for gate in ("shipped", "loco"):
         s = q[gate]
         assert s["faces"] == q["faces"] and 0 <= s["passed"] <= s["faces"]
