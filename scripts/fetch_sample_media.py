@@ -38,7 +38,8 @@ VERSION = "0.3.101"
 # The dual-characters clip holds the colour source face (``make_colour_source``): fetched too, so
 # the test that rebuilds that face from its recipe runs on every machine.
 MEMBERS = ("templates/api_kling_avatar2-1.webp", "templates/video_wan2_1_infinitetalk-1.webp",
-           "templates/video_ltx2_3_i2v-1.webp", "templates/api_kling_dual_characters_effects-1.webp")
+           "templates/video_ltx2_3_i2v-1.webp", "templates/api_kling_dual_characters_effects-1.webp",
+           "templates/video_wan2_2_14B_t2v-1.webp")
 DEFAULT_DEST = ROOT / "tests" / ".cache" / "media"
 SAMPLES = ROOT / "assets" / "samples"
 CLIP_FRAMES = 48
@@ -46,6 +47,11 @@ CLIP_FRAMES = 48
 # mouth closed), cropped by ``crop_box`` from his dlib 68 points (HOG face), the box fixed here so
 # rebuilding needs no dlib.
 COLOUR_SOURCE = ("api_kling_dual_characters_effects-1.webp", 0, (0, 50, 246))   # clip, frame, (x, y, side)
+# The source face the demo swaps in (``make_woman_source``): frame 0 of video_wan2_2_14B_t2v-1.webp,
+# a smiling blonde woman, the quality panel's f_blonde_smile crop (bench/quality/panel.py). On the
+# sample clip's woman viewers accepted 11 of 12 of her built-in mesh swaps and 0 of 12 of the colour
+# man's, whose stubble the texture swap pastes (docs/measurements/qa_agreement.md, round mixed-5).
+WOMAN_SOURCE = ("video_wan2_2_14B_t2v-1.webp", 0, (69, 41, 224))
 # The crop rule of every source-face crop (this one and the panel's): a square of side CROP_SCALE x
 # the landmarks' larger extent, centred on them but lifted by CROP_LIFT x their height so the
 # forehead is in and the neck mostly out, shifted (not shrunk) to stay inside the frame.
@@ -136,20 +142,27 @@ def make_assets(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> list[Path]:
         raise SystemExit("insightface is not installed; it carries the sample face image")
     face = Path(spec.origin).parent / "data" / "images" / "Tom_Hanks_54745.png"
     shutil.copyfile(face, out / "source_face.png")
-    return [clip, out / "source_face.png", make_colour_source(media, out)]
+    return [clip, out / "source_face.png", make_colour_source(media, out), make_woman_source(media, out)]
 
 
-def make_colour_source(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> Path:
+def _crop_source(recipe, target: Path, media: Path) -> Path:
     from PIL import Image
 
     sys.path.insert(0, str(ROOT))
     from swapline_core.video import iter_frames
 
-    name, index, (x, y, side) = COLOUR_SOURCE
+    name, index, (x, y, side) = recipe
     _, rgb = next(iter_frames(media / name, start=index, count=1))
-    target = out / "source_face_colour.png"
     Image.fromarray(rgb[y:y + side, x:x + side]).save(target, optimize=True)
     return target
+
+
+def make_colour_source(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> Path:
+    return _crop_source(COLOUR_SOURCE, out / "source_face_colour.png", media)
+
+
+def make_woman_source(media: Path = DEFAULT_DEST, out: Path = SAMPLES) -> Path:
+    return _crop_source(WOMAN_SOURCE, out / "source_face_woman.png", media)
 
 
 def main(argv: list[str] | None = None) -> int:

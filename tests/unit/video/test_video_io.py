@@ -485,7 +485,7 @@ def test_writer_is_reproducible(tmp_path):
     assert outs[0] == outs[1] == outs[2]
 
 
-def test_colour_source_face_matches_its_recipe(tmp_path):
+def test_source_faces_match_their_recipes(tmp_path):
     """The colour candidate is a colour crop and exactly what
     fetch_sample_media.py --make-assets rebuilds (a fixed box of a fixed frame)."""
     import importlib.util
@@ -503,3 +503,8 @@ def test_colour_source_face_matches_its_recipe(tmp_path):
         pytest.fail(f"{CACHE / fsm.COLOUR_SOURCE[0]} missing: run scripts/setup.sh (it fetches the sample clips)")
     rebuilt = vio.read_frames(fsm.make_colour_source(CACHE, tmp_path), [0])[0]
     assert np.array_equal(rebuilt, face)
+    # the demo's source photo, from its recipe too
+    woman = vio.read_frames(SAMPLES / "source_face_woman.png", [0])[0]
+    if not (CACHE / fsm.WOMAN_SOURCE[0]).exists():
+        pytest.fail(f"{CACHE / fsm.WOMAN_SOURCE[0]} missing: run scripts/setup.sh (it fetches the sample clips)")
+    assert np.array_equal(vio.read_frames(fsm.make_woman_source(CACHE, tmp_path), [0])[0], woman)
