@@ -9,7 +9,7 @@ from comfy_api.latest import io, ui
 from typing_extensions import override
 
 from ..swapline_core.backends.manifest import model_manifest
-from ..swapline_core.qa import decide
+from ..swapline_core.qa import decide, segments
 from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.qa.decide import compact_frames
 from ..swapline_core.qa.plot import plot_report
@@ -64,6 +64,13 @@ class QAGate(io.ComfyNode):
                                        "embedding reading) inside a good shot is bridged, so a face never flips "
                                        "identity inside a shot; the report lists the segments and every failing "
                                        "frame that shipped. "
+                                       f"{decide.FEW_FAILING_POLICY}: per shot, as keep original, but a shot whose "
+                                       "frames failing outright are at most "
+                                       f"{segments.FEW_FAILING_SHARE:.0%} of its evaluated frames is delivered "
+                                       "swapped with those frames listed in the report (shipped_failing, why "
+                                       f"'{decide.SHARE_WHY}'), otherwise kept original as a whole; a face lost, "
+                                       "not swapped, an occluder painted over or a paste off the face on any "
+                                       "frame keeps the shot original. "
                                        "keep original per frame: put the original back on every failing frame. "
                                        "flag only: ship the swap and list the failures. fail job: stop the job."),
                 # Optional: limit_set so API prompts written before it still run with its default; the

@@ -21,7 +21,10 @@ from . import segments
 from .safety import summarize as summarize_safety
 
 FORMAT = "swapline.qa.v2"
-POLICIES = ("flag only", "keep original", "keep original per frame", "fail job")
+# Per shot like "keep original", but a shot with at most segments.FEW_FAILING_SHARE of its evaluated
+# frames failing outright ships with them listed: a few bad frames do not throw away a good shot.
+FEW_FAILING_POLICY = "keep original unless few fail"
+POLICIES = ("flag only", "keep original", FEW_FAILING_POLICY, "keep original per frame", "fail job")
 # A production run decides per shot by default (segments.py): a face does not flip between the
 # source's and the target's identity inside one shot. A failure just past a limit inside a good
 # shot ships (bridged); the report lists every failing frame that shipped and why.
@@ -294,7 +297,10 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     "flag only": none; "keep original": per track segment (one face between two cuts, see
     ``segments``): a segment that cannot be swapped throughout is kept original as a whole, a
     failure just past its limits inside a swapped segment is bridged; the decisions go into
-    ``report["segments"]``. "keep original per frame": every failing frame (even when the
+    ``report["segments"]``. "keep original unless few fail": the same, but a segment whose frames
+    failing outright are at most ``segments.FEW_FAILING_SHARE`` of its evaluated frames (none of
+    them a lost face, an occluder painted over or a paste off the face) is delivered swapped with
+    them. "keep original per frame": every failing frame (even when the
     decision passes under ``max_fail_fraction``, a bad frame is still better replaced);
     "fail job": raise when the decision is "fail". Frames are replaced, never dropped, so the
     frame count always holds. ``report["shipped_failing"]`` lists every failing frame delivered
@@ -306,9 +312,10 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     if policy == "fail job" and report["decision"] == "fail":
         raise QAFailedError(failing, report["summary"])
     revert: set[int] = set()
-    if policy == "keep original":
+    if policy in ("keep original", FEW_FAILING_POLICY):
         th = _report_thresholds(report)
-        decided = segments.plan(report, lambda f: face_excess(th, f))
+        share = segments.FEW_FAILING_SHARE if policy == FEW_FAILING_POLICY else None
+        decided = segments.plan(report, lambda f: face_excess(th, f), few_failing_share=share)
         report["segments"] = decided["segments"]
         revert = decided["revert"]
     elif policy == "keep original per frame":
@@ -317,16 +324,23 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     return revert
 
 
+SHARE_WHY = "within the shot's failing share"
+
+
 def shipped_failing(report: dict, revert: set[int], policy: str) -> list[dict]:
     """Every failing frame delivered swapped: frame, each failing face's track and reasons, and why
-    it shipped (bridged inside a swapped shot, or the policy ships failures)."""
-    bridged = {i for seg in report.get("segments") or [] for i in seg.get("bridged_frames") or []}
+    it shipped (bridged inside a swapped shot, within the shot's failing share, or the policy ships
+    failures)."""
+    segs = report.get("segments") or []
+    bridged = {i for seg in segs for i in seg.get("bridged_frames") or []}
+    in_share = {i for seg in segs for i in seg.get("shipped_failing_frames") or []}
     out = []
     for rec in report["frames"]:
         if rec["status"] != "fail" or rec["frame"] in revert:
             continue
-        why = ("bridged: within its metric's band inside a swapped shot" if rec["frame"] in bridged
-               else f"policy '{policy}' ships failing frames")
+        whys = ([SHARE_WHY] if rec["frame"] in in_share else []) + (
+            ["bridged: within its metric's band inside a swapped shot"] if rec["frame"] in bridged else [])
+        why = "; ".join(whys) or f"policy '{policy}' ships failing frames"
         out.append({"frame": rec["frame"], "why": why,
                     "faces": [{"track_id": f.get("track_id"), "reasons": f["reasons"]}
                               for f in rec.get("faces") or [] if f.get("reasons")]})

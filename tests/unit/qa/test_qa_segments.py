@@ -180,3 +180,116 @@ def test_what_a_lone_spike_allowance_does_not_cover():
     rows = [[face()] for _ in range(9)]
     rows[8] = [face(mouth_delta=TH.max_mouth_delta * 1.6)]  # the segment's last frame: no after
     assert keep(report(rows)) == set(range(9))
+
+
+# -- "keep original unless few fail": a shot ships with at most FEW_FAILING_SHARE of its frames failing
+def few(rep):
+    return decide.apply_policy(decide.FEW_FAILING_POLICY, rep)
+
+
+def test_few_failing_is_a_policy_beside_keep_original_and_not_the_default():
+    from swapline_core.qa.segments import FEW_FAILING_SHARE
+
+    assert decide.FEW_FAILING_POLICY == "keep original unless few fail"
+    assert decide.FEW_FAILING_POLICY in decide.POLICIES and "keep original" in decide.POLICIES
+    assert decide.DEFAULT_POLICY == "keep original"
+    assert FEW_FAILING_SHARE == 0.2
+
+
+def test_one_clearly_failing_frame_in_ten_ships_and_is_listed():
+    rows = [[face()] for _ in range(10)]
+    rows[4] = [face(mouth_delta=TH.max_mouth_delta * 3)]    # fails outright: no band, no spike
+    rep = report(rows)
+    assert keep(rep) == set(range(10))                      # per shot: the whole shot goes back
+    rep = report(rows)
+    assert few(rep) == set()
+    (seg,) = rep["segments"]
+    assert seg["decision"] == "swapped" and seg["shipped_failing_frames"] == [4]
+    assert "bridged_frames" not in seg and seg["reasons"][0].startswith("mouth opening differs")
+    (entry,) = rep["shipped_failing"]
+    assert entry["frame"] == 4 and entry["why"] == "within the shot's failing share"
+    assert entry["faces"] == [{"track_id": 0, "reasons": rep["frames"][4]["faces"][0]["reasons"]}]
+    assert rep["frames"][4]["status"] == "fail"             # the gate's verdict is unchanged
+
+
+def test_two_in_ten_ship_three_in_ten_keep_the_shot_original():
+    for bad, reverted in (((2, 7), set()), ((2, 5, 7), set(range(10)))):
+        rows = [[face()] for _ in range(10)]
+        for i in bad:
+            rows[i] = [face(mouth_delta=TH.max_mouth_delta * 3)]
+        rep = report(rows)
+        assert few(rep) == reverted, bad
+        (seg,) = rep["segments"]
+        if reverted:
+            assert seg["decision"] == "kept original" and "shipped_failing_frames" not in seg
+            assert seg["reasons"][0].startswith("3 of 10 evaluated frames fail"), seg["reasons"]
+            assert rep["shipped_failing"] == []
+        else:
+            assert seg["shipped_failing_frames"] == list(bad)
+            assert [e["frame"] for e in rep["shipped_failing"]] == list(bad)
+
+
+def test_a_marginal_failure_is_bridged_and_does_not_count_against_the_share():
+    rows = [[face()] for _ in range(10)]
+    rows[1] = [face(mouth_delta=TH.max_mouth_delta * 1.05)]  # within its band
+    rows[3] = rows[6] = [face(mouth_delta=TH.max_mouth_delta * 3)]
+    rep = report(rows)
+    assert few(rep) == set()
+    (seg,) = rep["segments"]
+    assert seg["bridged_frames"] == [1] and seg["shipped_failing_frames"] == [3, 6]
+    why = {e["frame"]: e["why"] for e in rep["shipped_failing"]}
+    assert why[1].startswith("bridged") and why[3] == why[6] == "within the shot's failing share"
+
+
+def test_failures_no_share_ships_keep_the_shot_original():
+    for bad in (dict(occluder_overwrite=TH.max_occluder_overwrite * 1.05), dict(offface=TH.max_offface * 1.05),
+                dict(redetected=False), dict(changed=0.0)):
+        rows = [[face()] for _ in range(10)]
+        rows[5] = [face(**bad)]
+        rep = report(rows)
+        assert few(rep) == set(range(10)), bad
+        assert rep["segments"][0]["decision"] == "kept original" and rep["shipped_failing"] == []
+
+
+def test_a_refused_run_inside_a_shot_still_keeps_it_original_under_the_share():
+    rows = [[face()] for _ in range(10)]
+    rows[3] = [face(changed=0.0)]
+    rep = report(rows, skipped={3: {0: "head turned: yaw 50.0 deg beyond the classical swapper's 45 deg"}})
+    assert few(rep) == set(range(10))
+    assert rep["segments"][0]["reasons"][0].startswith("head turned")
+
+
+def test_few_failing_keeps_two_faces_in_the_same_frames_consistent():
+    # track 1 (frames 0-4) fails on 3 of its 5 frames: kept original, frames 0-4 go back; track 0
+    # (frames 0-9, one clear failure: within its share) would flip there, so it follows
+    rows = [[face(track=0)] + ([face(track=1)] if i < 5 else []) for i in range(10)]
+    rows[8][0] = face(track=0, mouth_delta=TH.max_mouth_delta * 3)
+    for i in (1, 2, 3):
+        rows[i][1] = face(track=1, mouth_delta=TH.max_mouth_delta * 3)
+    rep = report(rows)
+    assert few(rep) == set(range(10))
+    segs = {s["track_id"]: s for s in rep["segments"]}
+    assert segs[1]["decision"] == segs[0]["decision"] == "kept original"
+    assert segs[1]["reasons"][0].startswith("3 of 5 evaluated frames fail outright")
+    assert segs[0]["reasons"][0] == "another face in these frames was kept original"
+    assert rep["shipped_failing"] == []
+    # the same two faces, each within its share: both ship, frames 0-9 swapped throughout
+    rows[2][1] = rows[3][1] = face(track=1)
+    rep = report(rows)
+    assert few(rep) == set()
+    assert {s["track_id"]: s["shipped_failing_frames"] for s in rep["segments"]} == {0: [8], 1: [1]}
+
+
+def test_few_failing_keeps_the_frame_count():
+    import numpy as np
+
+    rows = [[face()] for _ in range(10)]
+    rows[4] = [face(mouth_delta=TH.max_mouth_delta * 3)]
+    rows[7] = [face(occluder_overwrite=TH.max_occluder_overwrite * 2)]
+    rep = report(rows, cuts=[6])
+    revert = few(rep)
+    assert revert == set(range(6, 10))                      # shot 0 ships frame 4, shot 1 goes back
+    originals = [np.zeros((2, 2, 3), np.uint8) for _ in range(10)]
+    swapped = [np.ones((2, 2, 3), np.uint8) for _ in range(10)]
+    out = decide.merge_chunk(0, originals, swapped, revert)
+    assert len(out) == 10 and [int(f[0, 0, 0]) for f in out] == [1] * 6 + [0] * 4
