@@ -51,7 +51,10 @@ def _shots(segments) -> str:
     swapped = [s for s in segments if s["decision"] == "swapped"]
     kept = [s for s in segments if s["decision"] == "kept original"]
     bridged = sum(len(s.get("bridged_frames", [])) for s in swapped)
-    text = f" \u00b7 shots: {len(swapped)} swapped" + (f" ({bridged} frame(s) bridged)" if bridged else "")
+    failing = sum(len(s.get("shipped_failing_frames", [])) for s in swapped)
+    notes = ", ".join(x for x in (f"{bridged} frame(s) bridged" if bridged else "",
+                                  f"{failing} failing frame(s) shipped" if failing else "") if x)
+    text = f" \u00b7 shots: {len(swapped)} swapped" + (f" ({notes})" if notes else "")
     if kept:
         text += f", {len(kept)} kept original (frames {kept[0]['first']}-{kept[0]['last']}" + (
             f": {kept[0]['reasons'][0]}" if kept[0]["reasons"] else "") + ")"

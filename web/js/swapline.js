@@ -171,7 +171,11 @@ function segmentText(segments) {
   const swapped = segments.filter((s) => s.decision === "swapped");
   const kept = segments.filter((s) => s.decision === "kept original");
   const bridged = swapped.reduce((a, s) => a + (s.bridged_frames?.length || 0), 0);
-  let text = ` · shots: ${swapped.length} swapped` + (bridged ? ` (${bridged} frame(s) bridged)` : "");
+  // "keep original unless few fail" ships a shot with a few failing frames: say how many
+  const failing = swapped.reduce((a, s) => a + (s.shipped_failing_frames?.length || 0), 0);
+  const notes = [bridged ? `${bridged} frame(s) bridged` : "", failing ? `${failing} failing frame(s) shipped` : ""]
+    .filter(Boolean).join(", ");
+  let text = ` · shots: ${swapped.length} swapped` + (notes ? ` (${notes})` : "");
   if (kept.length) {
     text += `, ${kept.length} kept original (frames ${kept[0].first}-${kept[0].last}` +
       (kept[0].reasons?.length ? `: ${kept[0].reasons[0]}` : "") + ")";
