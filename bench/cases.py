@@ -1,4 +1,5 @@
-"""The two model setups compared: built-in (MTCNN + dlib, classical swapper) and InsightFace
+"""The model setups compared: the shipped built-in mesh path (BlazeFace + MediaPipe mesh analyzer,
+mesh swapper), the older built-in classical path (MTCNN + dlib, 68-point warp) and InsightFace
 (buffalo_l + inswapper_128 layout, here the synthetic stand-ins from devtools/synthetic_models.py).
 
 Loading models, building the source face model and the target reference happen here, before
@@ -54,6 +55,20 @@ def builtin_case() -> Case:
                 notes=["ClassicalSwapper() with its defaults (seamless blend, colour transfer, relight)"])
 
 
+def mesh_case() -> Case:
+    from swapline_core.backends.blazeface import MIN_SCORE
+    from swapline_core.backends.mesh_analyzer import MeshAnalyzer
+    from swapline_core.backends.mesh_swap import MeshSwapper
+
+    # as Load Face Analyzer / Load Face Swapper build them for the shipped built-in workflows
+    analyzer = MeshAnalyzer(threshold=MIN_SCORE)
+    return Case("builtin_mesh", "built-in mesh analyzer (BlazeFace + MediaPipe mesh), mesh swapper: the shipped "
+                "built-in workflows", analyzer, MeshSwapper(mask_erosion=0.0, mask_feather=0.05, analyzer=analyzer),
+                face_model(analyzer, load_rgb(SOURCE_FACE)), face_model(analyzer, load_rgb(TARGET_REFERENCE)),
+                threshold=0.9, notes=["MeshSwapper as Load Face Swapper's builtin mesh entry makes it "
+                                      "(mask_blur 0.05); the hands occluder rule runs in the mask stack"])
+
+
 def insightface_case() -> Case:
     from devtools.synthetic_models import build_models
     from swapline_core.backends.insightface_pack import InsightFaceAnalyzer
@@ -73,4 +88,4 @@ def insightface_case() -> Case:
                        "much faster than the real one"])
 
 
-CASES = {"builtin": builtin_case, "insightface_synthetic": insightface_case}
+CASES = {"builtin_mesh": mesh_case, "builtin": builtin_case, "insightface_synthetic": insightface_case}

@@ -27,7 +27,7 @@ from .section import Section, f, table
 
 REPEAT_UNDER_S = 20.0
 ENCODE = {"crf": 18, "preset": "medium"}     # the shipped workflows' Save Video settings
-HEADLINE = "builtin/gen300"                   # the figures come from this run
+HEADLINE = "builtin_mesh/gen300"              # the figures come from this run: the shipped built-in path
 
 
 def clip_path(frames: int | None, size, log=print) -> Path:
@@ -121,8 +121,8 @@ def figures(data: dict) -> dict:
 def body(data: dict) -> list[str]:
     runs = data["runs"]
     figs = figures(data)
-    lines = [f"Figures of `{HEADLINE}` (built-in analyzer, classical swapper, 300 frames 1280x720): share of the "
-             f"wall not decode, inference or encode {f(figs['glue_share'])}; masks "
+    lines = [f"Figures of `{HEADLINE}` (the shipped built-in mesh analyzer and mesh swapper, 300 frames 1280x720): "
+             f"share of the wall not decode, inference or encode {f(figs['glue_share'])}; masks "
              f"{f(figs['mask_ms_per_face_720p'], 1)} ms per face.", "", "## Runs", ""]
     lines += table(["case/clip", "frames", "wall s (runs)", "fps", "frames swapped", "masks ms / face"],
                    [[k, r["frames"], f"{f(r['wall_s_median'], 1)} ({len(r['runs_wall_s'])})",
@@ -130,7 +130,8 @@ def body(data: dict) -> list[str]:
                     for k, r in runs.items()])
     lines += ["", "## Per stage", "", "Exclusive wall seconds per stage, then CPU-seconds per frame. Model "
               "inference = detect + embed + landmarks + the swap model's session calls (the classical swapper has "
-              "no model). Peak memory of a real server: [rss.md](rss.md).", ""]
+              "no model; the mesh swapper runs the mesh model inside its swap, counted there). Peak memory of a "
+              "real server: [rss.md](rss.md).", ""]
     return lines + stages.markdown({k: r["stages"] for k, r in runs.items()}) + [""]
 
 

@@ -27,7 +27,7 @@ from bench import section
 
 REPO = Path(__file__).resolve().parents[3]
 SMOKE_TIMEOUT_S = 900
-CASES = ("builtin", "insightface_synthetic")
+CASES = ("builtin_mesh", "builtin", "insightface_synthetic")
 # section -> the test that runs it through section.execute instead of the child run below
 RUN_ELSEWHERE = {"rss": "test_rss_section", "server_job": "test_server_job_section",
                  "generalization": "test_generalization_smoke.py", "soak": "test_soak_smoke.py",
