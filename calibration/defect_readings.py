@@ -236,12 +236,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
     a = ap.parse_args(argv)
-    res = measure(readings())
-    text = json.dumps(res, indent=1)
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(text)
-    print(text)
+    ag.emit(measure(readings()), a.json)
 
 
 if __name__ == "__main__":

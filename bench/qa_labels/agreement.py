@@ -277,10 +277,15 @@ def main(argv=None) -> None:
         from . import report
 
         print(f"wrote {report.write(res, section.stamp('python -m bench.qa_labels.agreement --doc'))}")
+    emit(res, a.json)
+
+
+def emit(res: dict, path: Path | None) -> None:
+    """The figures as JSON on stdout, and in ``path`` where given (the --json of these scripts)."""
     text = json.dumps(res, indent=1)
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(text)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     print(text)
 
 

@@ -15,6 +15,9 @@ CLIP_MADS = 2.5
 # chroma (a, b) a pixel may be and still count as skin.
 SKIN_SPREAD_FLOOR = (6.0, 3.0, 3.0)
 SKIN_Z = (3.0, 3.5)
+# The most pixels a colour statistic (median, mean, spread) is read on, evenly spread over its
+# region: a 350 px face's medians took milliseconds, and a few thousand pixels give the same value.
+STATS_PIXELS = 8000
 
 
 def push_pull(values: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -61,15 +64,15 @@ def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: flo
     return np.clip(warped + field * inside[..., None], 0, 255)
 
 
-def skin_likeness(img: np.ndarray, reference: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
+def skin_likeness(img: np.ndarray, reference: np.ndarray, where: np.ndarray) -> np.ndarray:
     """(h, w) float32 in 0..1: how much each pixel of ``img`` (float RGB 0..255) looks like the skin
-    under ``reference`` (bool map), read robustly (median, MAD in Lab); worked out only ``where``
-    (bool map; default everywhere), 0 elsewhere. Much darker than that skin or far off its chroma
-    is not skin; brighter is allowed (highlights), chroma only loosely (blush)."""
-    where = np.ones(img.shape[:2], bool) if where is None else where | reference
+    under ``reference`` (bool map), read robustly (median, MAD in Lab, on at most STATS_PIXELS of
+    it); worked out only ``where`` (bool map), 0 elsewhere. Much darker than that skin or far off
+    its chroma is not skin; brighter is allowed (highlights), chroma only loosely (blush)."""
+    where = where | reference
     lab = cv2.cvtColor(img[where].reshape(1, -1, 3).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab).reshape(-1, 3)
     ref_px = lab[reference[where]]
-    ref_px = ref_px[::max(1, len(ref_px) // 8000)]        # medians of a 350 px face took milliseconds
+    ref_px = ref_px[::max(1, len(ref_px) // STATS_PIXELS)]
     ref = np.median(ref_px, axis=0)
     spread = np.maximum(np.median(np.abs(ref_px - ref), axis=0) * 1.4826, SKIN_SPREAD_FLOOR)
     z = (lab - ref) / spread

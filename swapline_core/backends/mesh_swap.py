@@ -41,7 +41,16 @@ from ..parallel import map_frames
 from ..types import OUTSIDE_FRAME, Competence, Face, SourceIdentity, SwapPatch, as_rgb_uint8
 from . import face_mesh as fm
 from .classical import reinhard_lab
-from .mesh_blend import DETAIL_GAIN, DETAIL_SCALE, match_detail, membrane, mirror_seam, skin_shading, source_skin
+from .mesh_blend import (
+    DETAIL_GAIN,
+    DETAIL_SCALE,
+    STATS_PIXELS,
+    match_detail,
+    membrane,
+    mirror_seam,
+    skin_shading,
+    source_skin,
+)
 from .mesh_mirror import mirror_map
 
 # MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
@@ -71,8 +80,6 @@ PRESENCE = 0.5
 # handed back nearly the whole target, and the gate refused the face as hardly changed (12 of the
 # luma guitarist's faces). 6 px changes those faces as much as the quarter-face relight before.
 SHADING_MIN_PX = 6.0
-# the most pixels the colour match reads its statistics on (``reinhard_lab``)
-STATS_PIXELS = 8000
 
 
 def _area(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -346,11 +353,10 @@ class MeshSwapper(FaceSwapper):
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, paste, (plain, plain), stats_pixels=STATS_PIXELS)
         if self.relight > 0 and plain.sum() >= 64:
-            # the target's plain skin as it is, shadows and all: excluding its darker or more
-            # saturated pixels (as the source's are) left a shadowed chin pale and a pale ring at
-            # a dark jaw, seen by eye on the labelled clips
-            # and the source's as pasted: its darker skin (the shadow of a beard, a hair's shade)
-            # counts as shading, to be replaced, not as a feature to keep
+            # both sides' plain skin as it is: the target's shadows are what to take (leaving out
+            # its darker or more saturated pixels left a shadowed chin pale and a pale ring at a
+            # dark jaw, seen by eye on the labelled clips), the source's darker skin (a beard's
+            # shadow) is shading to replace, not a feature to keep
             plain_f = plain.astype(np.float32)
             warped = skin_shading(warped, patch_f, plain_f, plain_f, max(SHADING_MIN_PX, self.relight * size))
         if self.blend == "membrane":

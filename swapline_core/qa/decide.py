@@ -25,6 +25,7 @@ FORMAT = "swapline.qa.v2"
 # frames failing outright ships with them listed: a few bad frames do not throw away a good shot.
 FEW_FAILING_POLICY = "keep original unless few fail"
 POLICIES = ("flag only", "keep original", FEW_FAILING_POLICY, "keep original per frame", "fail job")
+SHARE_WHY = "within the shot's failing share"      # why a failing frame shipped under FEW_FAILING_POLICY
 # A production run decides per shot by default (segments.py): a face does not flip between the
 # source's and the target's identity inside one shot. A failure just past a limit inside a good
 # shot ships (bridged); the report lists every failing frame that shipped and why.
@@ -323,8 +324,6 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     report["shipped_failing"] = shipped_failing(report, revert, policy)
     return revert
 
-
-SHARE_WHY = "within the shot's failing share"
 
 
 def shipped_failing(report: dict, revert: set[int], policy: str) -> list[dict]:

@@ -162,14 +162,14 @@ def plan(report: dict, excess, few_failing_share: float | None = None) -> dict:
             if not shown:
                 decided[key] = ("refused", _why(rows, "refused"))
                 continue
-            if few_failing_share is None and any(s in ("bad", "refused", "reverted") for s in states):
-                decided[key] = ("kept original", _why(rows, "bad") or _why(rows, "refused")
-                                or ["another face in these frames was kept original"])
-            elif few_failing_share is not None:
+            if few_failing_share is not None:
                 why = _kept_why(rows, states, unshippable[key], few_failing_share)
-                decided[key] = ("kept original", why) if why is not None else ("swapped", [])
+            elif any(s in ("bad", "refused", "reverted") for s in states):
+                why = (_why(rows, "bad") or _why(rows, "refused")
+                       or ["another face in these frames was kept original"])
             else:
-                decided[key] = ("swapped", [])
+                why = None
+            decided[key] = ("kept original", why) if why is not None else ("swapped", [])
             if decided[key][0] == "kept original":
                 a, b = span[key]
                 new = {i for i in range(a, b + 1) if i in frames} - revert
