@@ -168,22 +168,23 @@ def _frontal_one(swapper, source):
 
 
 def test_mesh_faster_than_classical_per_face(swapper, source, kling, kling_target, sample_source):
-    """Per face on 350x350 frames (the mesh swap's time includes running the mesh model)."""
+    """Per face on 350x350 frames (the mesh swap's time includes running the mesh model). The two
+    are timed in turns, five passes each, and each one's fastest pass counts: on the shared
+    2-core machine a burst of load during one side's block of passes decided the verdict."""
     from swapline_core.backends.classical import ClassicalSwapper
 
     frames, faces = kling_target
     faces = [[f] for f in faces]
-    swapper.swap(frames[:1], faces[:1], source)                 # warm: interpreters, source mesh
-    t0 = time.perf_counter()
-    for _ in range(3):
-        swapper.swap(frames, faces, source)
-    mesh_ms = (time.perf_counter() - t0) / (3 * len(frames)) * 1e3
     classical, colour = ClassicalSwapper(), sample_source("source_face_colour.png")
+    swapper.swap(frames[:1], faces[:1], source)                 # warm: interpreters, source mesh
     classical.swap(frames[:1], faces[:1], colour)
-    t0 = time.perf_counter()
-    for _ in range(3):
-        classical.swap(frames, faces, colour)
-    classical_ms = (time.perf_counter() - t0) / (3 * len(frames)) * 1e3
+    best = {"mesh": float("inf"), "classical": float("inf")}
+    for _ in range(5):
+        for name, sw, src in (("mesh", swapper, source), ("classical", classical, colour)):
+            t0 = time.perf_counter()
+            sw.swap(frames, faces, src)
+            best[name] = min(best[name], (time.perf_counter() - t0) / len(frames) * 1e3)
+    mesh_ms, classical_ms = best["mesh"], best["classical"]
     print(f"\nper face, {frames[0].shape[1]}x{frames[0].shape[0]}: mesh {mesh_ms:.1f} ms, "
           f"classical {classical_ms:.1f} ms")
     assert mesh_ms < classical_ms
