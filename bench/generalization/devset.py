@@ -29,13 +29,14 @@ class Clip:
     name: str       # the template's base name (templates/<name>.webp)
     shows: str
     quality: bool = False   # one of the quality bench's clips (already in tests/.cache/media/)
+    folder: Path | None = None   # where the clip's file lives when not in the development set's cache
 
     @property
     def member(self) -> str:
         return f"templates/{self.name}.webp"
 
     def path(self) -> Path:
-        return (QUALITY_MEDIA if self.quality else CACHE) / f"{self.name}.webp"
+        return (self.folder or (QUALITY_MEDIA if self.quality else CACHE)) / f"{self.name}.webp"
 
 
 CLIPS = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -28,7 +29,10 @@ from ..generalization.section import _frames, reference_crop
 from ..machine import _git
 from ..paths import OUT
 
-SET = Path(__file__).resolve().parent / "set"
+# QA_LABELS_SET=heldout: the independent check's set (bench/qa_labels/heldout.py), kept apart so
+# nothing that chooses limits or compares paths on the development set ever reads it
+HELDOUT = os.environ.get("QA_LABELS_SET", "set") == "heldout"
+SET = Path(__file__).resolve().parent / ("heldout" if HELDOUT else "set")
 CROPS = SET / "crops"
 FACES = SET / "faces.jsonl"
 GATE = SET / "gate.jsonl"
@@ -44,6 +48,10 @@ EXTRA_CLIPS = (
     devset.Clip("video_wan2.1_fun_camera_v1.1_14B-1", "piano bar, small faces"),
 )
 CLIPS = devset.CLIPS + EXTRA_CLIPS
+if HELDOUT:
+    from . import heldout as _heldout
+
+    CLIPS = tuple(devset.Clip(c["name"], c["shows"], folder=_heldout.CACHE) for c in _heldout.clips())
 SOURCES = ("shipped_colour", "shipped_grey", "f_blonde_smile", "m_astronaut", "f_kling_dual_woman",
            "small_m_t1_smile", "side_lit_m_t1_smile")
 EXTRA_PANEL = ("f_kling_dual_woman",)    # a panel face beyond the development set's sources
@@ -97,6 +105,8 @@ def sources(out: Path = OUT / "qa_labels" / "sources") -> dict[str, devset.Sourc
 
 
 def fetch(clips=CLIPS) -> list[Path]:
+    if HELDOUT:
+        return _heldout.fetch([c.name for c in clips])
     return devset.fetch_clips(clips)
 
 
