@@ -64,15 +64,17 @@ QA_POLICY = "flag only"
 # "mesh2" the shipped built-in workflow since 7763910: the mesh swap behind the mesh analyzer;
 # "mesh3" the same workflow after the mirrored-texture seam and the skin-only shading (d886271);
 # "mesh4" after the colour match's fix and the shading's pixel floor (2f321d1; mesh3 left a dark contour
-# on small faces).
+# on small faces); "mesh5" with the cheek under the eyes and the skin beside the lips counted as plain
+# skin, the texture finer than the shading scale matched on skin only (its commit is in faces.jsonl).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh2": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh3": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh4": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh4": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh5": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
-ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH}
+ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 

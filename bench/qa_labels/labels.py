@@ -35,10 +35,12 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # the mesh swap behind the MTCNN analyzer (path mesh, fcd4339) beside the classical path's faces of
 # the same runs; mixed-3, the shipped built-in workflow (path mesh2, 3d123e8) beside them again;
 # mixed-4, the shipped workflow after d886271 (path mesh3) beside mesh2 and classical (BESIDE);
-# mixed-5, the shipped workflow at 2f321d1 (path mesh4) beside the same two.
-ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5"}
-ROUND = ROUNDS["mesh4"]
-BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical")}
+# mixed-5, the shipped workflow at 2f321d1 (path mesh4) beside the same two; mixed-6, path mesh5
+# beside mesh4. The independent check's set (QA_LABELS_SET=heldout) has its own rounds: heldout-1,
+# mesh4, mesh5 and classical on the held-out clips, mixed on the same sheets.
+ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6"}
+ROUND = ROUNDS["mesh5"]
+BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",)}
 
 # what a viewer sees, in the words
 DEFECTS = {
