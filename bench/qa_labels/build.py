@@ -65,7 +65,8 @@ QA_POLICY = "flag only"
 # "mesh3" the same workflow after the mirrored-texture seam and the skin-only shading (d886271);
 # "mesh4" after the colour match's fix and the shading's pixel floor (2f321d1; mesh3 left a dark contour
 # on small faces); "mesh5" with the cheek under the eyes and the skin beside the lips counted as plain
-# skin, the texture finer than the shading scale matched on skin only (its commit is in faces.jsonl).
+# skin, the texture finer than the shading scale matched on skin only (a0e6219: labelled no better
+# than mesh4 on round mixed-6 and on the held-out clips, and reverted).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",

@@ -64,12 +64,11 @@ def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: flo
     return np.clip(warped + field * inside[..., None], 0, 255)
 
 
-def skin_likeness(img: np.ndarray, reference: np.ndarray, where: np.ndarray, darker: bool = True) -> np.ndarray:
+def skin_likeness(img: np.ndarray, reference: np.ndarray, where: np.ndarray) -> np.ndarray:
     """(h, w) float32 in 0..1: how much each pixel of ``img`` (float RGB 0..255) looks like the skin
     under ``reference`` (bool map), read robustly (median, MAD in Lab, on at most STATS_PIXELS of
-    it); worked out only ``where`` (bool map), 0 elsewhere. Much darker than that skin (unless
-    ``darker`` is False: shadows are skin too) or far off its chroma is not skin; brighter is
-    allowed (highlights), chroma only loosely (blush)."""
+    it); worked out only ``where`` (bool map), 0 elsewhere. Much darker than that skin or far off
+    its chroma is not skin; brighter is allowed (highlights), chroma only loosely (blush)."""
     where = where | reference
     lab = cv2.cvtColor(img[where].reshape(1, -1, 3).astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab).reshape(-1, 3)
     ref_px = lab[reference[where]]
@@ -77,8 +76,7 @@ def skin_likeness(img: np.ndarray, reference: np.ndarray, where: np.ndarray, dar
     ref = np.median(ref_px, axis=0)
     spread = np.maximum(np.median(np.abs(ref_px - ref), axis=0) * 1.4826, SKIN_SPREAD_FLOOR)
     z = (lab - ref) / spread
-    dark = np.minimum(z[:, 0], 0.0) ** 2 / SKIN_Z[0] ** 2 if darker else 0.0
-    far = np.sqrt(dark + (z[:, 1] ** 2 + z[:, 2] ** 2) / SKIN_Z[1] ** 2)
+    far = np.sqrt(np.minimum(z[:, 0], 0.0) ** 2 / SKIN_Z[0] ** 2 + (z[:, 1] ** 2 + z[:, 2] ** 2) / SKIN_Z[1] ** 2)
     out = np.zeros(img.shape[:2], np.float32)
     out[where] = np.clip(2.0 - far, 0.0, 1.0)
     return out
@@ -176,40 +174,28 @@ def mirror_seam(warped: np.ndarray, valid: np.ndarray, mirrored: np.ndarray, siz
     return out
 
 
-# Skin detail: the source's texture finer than the shading scale (``skin_shading``'s sigma) on plain
-# skin is scaled down where it is stronger than ``DETAIL_GAIN`` x the target's own at the same place;
-# ``DETAIL_SCALE`` of the face size is that scale when no shading is taken from the target.
+# Skin detail: the source's fine texture (below ``DETAIL_SCALE`` of the face size) on plain skin is
+# scaled down where it is stronger than ``DETAIL_GAIN`` x the target's own at the same place.
 DETAIL_SCALE = 0.05
 DETAIL_GAIN = 1.0
 
 
-def skin_smooth(img: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
-    """``smooth`` read from the pixels ``weight`` (h, w) holds only (normalised convolution): near
-    the lips or an eye the plain skin's average is not pulled toward the feature's colour."""
-    w = weight if img.ndim == 2 else weight[..., None]
-    den = smooth(weight, sigma)
-    return smooth(img * w, sigma) / np.maximum(den if img.ndim == 2 else den[..., None], 1e-3)
-
-
-def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, sigma: float) -> np.ndarray:
-    """``warped`` with its texture finer than ``sigma`` px on plain skin (``skin``: bool map) no
-    stronger than the target's: local RMS of that band, source over target, capped at
-    ``DETAIL_GAIN``; every reading taken on plain skin only.
+def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, size: float) -> np.ndarray:
+    """``warped`` with its fine texture on plain skin (``skin``: bool map) no stronger than the
+    target's: local RMS of the detail band, source over target, capped at ``DETAIL_GAIN``.
 
     Why: the source's stubble, pores and the shadow of its nose side, pasted onto a smooth or soft
     target, read as dirt: "blotch" was the first defect of the labelled mesh faces (251 of 488 on
-    round mixed-2, 212 of 467 on mixed-5). A band of a fixed 5 % of the face left the source's
-    shadows between it and the shading scale (a moustache, the shadow edge of a side-lit source),
-    and readings across the lips' edge let the moustache keep the lips' contrast."""
+    round mixed-2), mostly stubble on young faces and on low-resolution frames."""
     if not skin.any():
         return warped
-    m = skin.astype(np.float32)
-    s = max(0.8, sigma)
-    base_w = skin_smooth(warped, m, s)
+    s = max(0.8, DETAIL_SCALE * size)
+    base_w = smooth(warped, s)
     det_w = warped - base_w
-    det_t = patch - skin_smooth(patch, m, s)
+    det_t = patch - smooth(patch, s)
     win = 3.0 * s
-    e_w = skin_smooth((det_w ** 2).mean(axis=2), m, win)
-    e_t = skin_smooth((det_t ** 2).mean(axis=2), m, win)
+    e_w = smooth((det_w ** 2).mean(axis=2), win)
+    e_t = smooth((det_t ** 2).mean(axis=2), win)
     gain = np.minimum(1.0, DETAIL_GAIN * np.sqrt(e_t / np.maximum(e_w, 1e-3)))
-    return np.where(skin[..., None], base_w + det_w * gain[..., None], warped).astype(np.float32)
+    gain = np.where(skin, gain, 1.0).astype(np.float32)
+    return base_w + det_w * gain[..., None]

@@ -48,7 +48,6 @@ from .mesh_blend import (
     match_detail,
     membrane,
     mirror_seam,
-    skin_likeness,
     skin_shading,
     source_skin,
 )
@@ -207,44 +206,10 @@ def kept_target(dst: np.ndarray, shape: tuple[int, int], size: float, eye: float
     return out
 
 
-def _eye_features() -> set[int]:
-    """Mesh vertices of the eyes' features among the iris model's 71 points per eye (its table
-    ``fm.EYE_REFINED``): the eye contour (16), the lid ring around it (16), the crease ring above
-    (7) and the brow (6 + 8). The ring under the eye (9) and the cheek ring below it (9) are skin.
-
-    Why: counting all 71 as features left the upper cheek out of the skin the shading and texture
-    are matched on, and the source's own shadow there was pasted as a dark patch under the eye
-    (f_blonde_smile and shipped_grey on the flower-crown clip of the labelled set)."""
-    out: set[int] = set()
-    for table in fm.EYE_REFINED:
-        out |= set(table[:32]) | set(table[41:54]) | set(table[63:])
-    return out
-
-
-def lip_tissue(tris: np.ndarray) -> np.ndarray:
-    """(T,) bool: the lips' triangles, those with a vertex inside the outer lip contour (found by
-    walking the mesh's edges from the inner contour without crossing the outer one) or with all
-    three on it."""
-    outer = set(LIPS_OUTER)
-    nb: dict[int, set[int]] = {}
-    for a, b, c in tris.tolist():
-        nb.setdefault(a, set()).update((b, c))
-        nb.setdefault(b, set()).update((a, c))
-        nb.setdefault(c, set()).update((a, b))
-    seen, todo = set(LIPS_INNER), list(LIPS_INNER)
-    while todo:
-        for u in nb.get(todo.pop(), ()):
-            if u not in seen and u not in outer:
-                seen.add(u)
-                todo.append(u)
-    return np.isin(tris, sorted(seen)).any(axis=1) | np.isin(tris, LIPS_OUTER).all(axis=1)
-
-
 def skin_triangles(tris: np.ndarray) -> np.ndarray:
-    """(T,) bool: triangles with no eye-feature vertex (``_eye_features``) that are not lip tissue
-    (``lip_tissue``), whose colour is skin. The skin just outside the lips counts: a source's
-    moustache lies there."""
-    return ~np.isin(tris, sorted(_eye_features())).any(axis=1) & ~lip_tissue(tris)
+    """(T,) bool: triangles with no eye, lid, brow or lip vertex, whose colour is skin."""
+    features = {v for table in fm.EYE_REFINED for v in table} | set(LIPS_INNER) | set(LIPS_OUTER)
+    return ~np.isin(tris, sorted(features)).any(axis=1)
 
 
 class MeshSwapper(FaceSwapper):
@@ -290,12 +255,8 @@ class MeshSwapper(FaceSwapper):
         self.skin = skin_triangles(self.tris)
         self.pasted = ~np.isin(self.tris, UPPER_OVAL).any(axis=1)
         self.nose_under = np.isin(self.tris, NOSE_UNDER).all(axis=1)
-        # the source triangles judged by colour (``source_skin``) and for being hidden: plain skin
-        # away from all of the eyes' 71 points, the lips' outer contour and the nose's underside.
-        # Bags under the eyes, wrinkles and a moustache are darker than the cheek in most photos:
-        # judged, they cut holes, a patchwork of source and target (the hooded dancer, on crops)
-        near = sorted({v for table in fm.EYE_REFINED for v in table} | set(LIPS_OUTER) | set(NOSE_UNDER))
-        self.judged = self.skin & ~np.isin(self.tris, near).any(axis=1)
+        # the source triangles judged by colour (``source_skin``): plain skin, nose underside aside
+        self.judged = self.skin & ~np.isin(self.tris, NOSE_UNDER).any(axis=1)
         self.adjacency = (neighbours(self.tris), _partner_triangle(self.tris, self.mirror))
         self._sources: dict[str, np.ndarray] = {}
 
@@ -303,7 +264,7 @@ class MeshSwapper(FaceSwapper):
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), HIDDEN_SHARE,
-                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX, int(self.skin.sum()))
+                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -391,21 +352,16 @@ class MeshSwapper(FaceSwapper):
         plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]      # pasted plain skin
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, paste, (plain, plain), stats_pixels=STATS_PIXELS)
-        shading_sigma = max(SHADING_MIN_PX, self.relight * size) if self.relight > 0 else DETAIL_SCALE * size
         if self.relight > 0 and plain.sum() >= 64:
             # both sides' plain skin as it is: the target's shadows are what to take (leaving out
             # its darker or more saturated pixels left a shadowed chin pale and a pale ring at a
             # dark jaw, seen by eye on the labelled clips), the source's darker skin (a beard's
             # shadow) is shading to replace, not a feature to keep
-            # the target's read leaves out what is off its skin's chroma: a coloured glasses frame
-            # or lens over the cheek under the eye (the red frames of the sample clip) is no shading
             plain_f = plain.astype(np.float32)
-            target_w = plain_f * skin_likeness(patch_f, plain, plain, darker=False)
-            warped = skin_shading(warped, patch_f, plain_f, target_w, shading_sigma)
+            warped = skin_shading(warped, patch_f, plain_f, plain_f, max(SHADING_MIN_PX, self.relight * size))
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
-        # texture finer than the shading taken from the target: no stronger than the target's own
-        warped = match_detail(warped, patch_f, plain, shading_sigma)
+        warped = match_detail(warped, patch_f, plain, size)
         pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
         # source_mouth False: the inside of the mouth is already the target's (the mask stack's
         # mouth part stays off in its "auto" setting, as for neural swappers)

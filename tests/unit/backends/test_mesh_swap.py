@@ -235,25 +235,3 @@ def test_rasterise_draws_far_to_near_with_depth():
     # without depth the list's order decides (the last drawn shows)
     assert rasterise(pts[:, :2], np.array([[3, 4, 5], [0, 1, 2]]), (64, 64))[20, 20] == 1
 
-
-
-def test_skin_triangles_count_the_cheek_under_the_eye_and_the_skin_beside_the_lips(swapper):
-    """The upper cheek (the iris model's lower rings) and the skin just outside the lips are skin;
-    eye contours, lids, brows and the lips' own triangles are not."""
-    from swapline_core.backends.face_mesh import EYE_REFINED
-    from swapline_core.backends.mesh_swap import LIPS_INNER, LIPS_OUTER, lip_tissue, skin_triangles
-
-    tris = swapper.tris
-    skin = skin_triangles(tris)
-
-    def touching(vertices):
-        return np.isin(tris, list(vertices)).any(axis=1)
-
-    for table in EYE_REFINED:
-        assert not skin[touching(table[:16])].any()            # eye contour
-        assert not skin[touching(table[63:])].any()            # brow
-        assert skin[touching(table[54:63])].sum() >= 10        # the cheek ring below the eye
-    lips = lip_tissue(tris)
-    assert lips[touching(LIPS_INNER)].all() and not skin[lips].any()
-    beside = touching(LIPS_OUTER) & ~lips                      # outside the outer contour
-    assert beside.sum() >= 20 and skin[beside].mean() > 0.9
