@@ -58,13 +58,14 @@ class QAGate(io.ComfyNode):
                 FaceModel.Input("face_model", tooltip="The source identity the swap should show."),
                 Analyzer.Input("analyzer", tooltip="Analyzer for re-detection and embeddings (same recognizer as the face model)."),
                 io.Combo.Input("policy", options=list(POLICIES), default=core_qa.DEFAULT_POLICY,
-                               tooltip="Failing frames. keep original (default): decided per shot, for each face "
+                               tooltip="Failing frames. keep original: decided per shot, for each face "
                                        "between two cuts: a shot whose swap fails is given back its original frames "
                                        "as a whole, a failure just past a limit (in the metric's own units; or a lone frame's landmark or "
                                        "embedding reading) inside a good shot is bridged, so a face never flips "
                                        "identity inside a shot; the report lists the segments and every failing "
                                        "frame that shipped. "
-                                       f"{decide.FEW_FAILING_POLICY}: per shot, as keep original, but a shot whose "
+                                       f"{decide.FEW_FAILING_POLICY} (default): per shot, as keep original, but a "
+                                       "shot whose "
                                        "frames failing outright are at most "
                                        f"{segments.FEW_FAILING_SHARE:.0%} of its evaluated frames is delivered "
                                        "swapped with those frames listed in the report (shipped_failing, why "

@@ -50,8 +50,10 @@ def video_swap(pack: str, swapper: str, threshold: float, prefix: str) -> dict:
                          "color_match": True, "guards": True, "max_yaw": 0.0}},
         "10": {"class_type": "SwaplineQAGate",
                "inputs": {"frames": ["9", 0], "faces": ["7", 0], "face_model": ["5", 0], "analyzer": ["4", 0],
-                          # production default: a failing frame gets the original back (still reported)
-                          "policy": "keep original", "limit_set": "auto (viewer-labelled for the built-in swap)",
+                          # production default (qa/decide.DEFAULT_POLICY): a shot with more than a fifth of
+                          # its frames failing gets the original back; the failing frames a shot ships are listed
+                          "policy": "keep original unless few fail",
+                          "limit_set": "auto (viewer-labelled for the built-in swap)",
                           # single limits stay with the set (a QA Limit Overrides node on 'limits' would change them)
                           "sample_every": 1, "require_redetection": True, "allow_no_face": False,
                           "filename_prefix": prefix}},

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from pathlib import Path
 
 from ..paths import QUALITY_MEDIA, REPO
@@ -114,6 +115,7 @@ def measure() -> dict:
     if not build.HELDOUT:
         raise SystemExit("run with QA_LABELS_SET=heldout: the figures are the held-out set's")
     out = {"clips": clips(), "paths": {}}
+    built = [json.loads(x) for x in build.FACES.read_text().splitlines()]
     for path in build.SWAPPERS:
         rows = agreement.table(path)
         if not rows:
@@ -137,8 +139,14 @@ def measure() -> dict:
         def by(key: str, rows=rows) -> dict:
             return {g: share([r for r in rows if r[key] == g]) for g in sorted({r[key] for r in rows})}
 
+        untouched = [r for r in built if build.path_of(r) == path and not r.get("crop") and r.get("frame", -1) >= 0]
+        reasons: dict[str, int] = {}
+        for r in untouched:
+            why = re.sub(r"\s*[-\d.]+", "", r.get("not_swapped", "").split(":")[0]).strip()
+            reasons[why] = reasons.get(why, 0) + 1
         out["paths"][path] = {
             **share(rows), "per_clip": by("clip"), "per_source": by("source"),
+            "untouched": len(untouched), "untouched_why": reasons,
             "defects": dict(sorted(defects.items(), key=lambda kv: -kv[1])),
             "as_run": agreement.scores(acc, as_run), "limits_now": {"set": name, **agreement.scores(acc, now)},
             "policies_as_run": policy.simulate(rows, as_run), "policies_limits_now": policy.simulate(rows, now)}
@@ -163,12 +171,15 @@ def page(res: dict, stamp: dict) -> str:
     def cell(v):
         return "n/a" if not v or v.get("accepted") is None else f"{v['accepted']:.3f} ({v['faces']})"
 
-    rows = [["all faces", *[cell(res["paths"][p]) for p in paths]]]
+    rows = [["all faces", *[cell(res["paths"][p]) for p in paths]],
+            ["faces the swap left untouched (not labelled)", *[str(res["paths"][p]["untouched"]) for p in paths]]]
     rows += [[f"clip `{c}`", *[cell(res["paths"][p]["per_clip"].get(c)) for p in paths]]
              for c in sorted({c for p in paths for c in res["paths"][p]["per_clip"]})]
     rows += [[f"source `{s}`", *[cell(res["paths"][p]["per_source"].get(s)) for p in paths]]
              for s in sorted({s for p in paths for s in res["paths"][p]["per_source"]})]
-    lines += table(["", *paths], rows) + ["", "Defects seen: " + "; ".join(
+    lines += table(["", *paths], rows) + ["", "Left untouched, why: " + "; ".join(
+        f"{p}: " + (", ".join(f"{w} {n}" for w, n in res["paths"][p]["untouched_why"].items()) or "none")
+        for p in paths) + ".", "", "Defects seen: " + "; ".join(
         f"{p}: " + ", ".join(f"{d} {n}" for d, n in res["paths"][p]["defects"].items()) for p in paths) + ".", "",
         "## The gate against the labels", "",
         "A passed face is a positive: precision = share of passed faces a viewer accepts, recall = share of "

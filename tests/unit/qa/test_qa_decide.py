@@ -91,12 +91,12 @@ def test_thresholds_for_recognizer_and_overrides():
         decide.thresholds_for("dlib_resnet_v1", max_sparkle=1.0)
 
 
-def test_default_policy_is_keep_original():
-    assert decide.DEFAULT_POLICY == "keep original"
+def test_default_policy_is_keep_original_unless_few_fail():
+    assert decide.DEFAULT_POLICY == decide.FEW_FAILING_POLICY == "keep original unless few fail"
     for name in ("video_swap", "video_swap_builtin", "video_swap_refine"):
         wf = json.loads((ROOT / "workflows" / "api" / f"{name}.json").read_text())
         qa = [n for n in wf.values() if n["class_type"] == "SwaplineQAGate"]
-        assert qa and all(n["inputs"]["policy"] == "keep original" for n in qa), name
+        assert qa and all(n["inputs"]["policy"] == decide.DEFAULT_POLICY for n in qa), name
         ui = json.loads((ROOT / "workflows" / f"{name}.json").read_text())
         node = next(n for n in ui["nodes"] if n["type"] == "SwaplineQAGate")
-        assert "keep original" in node["widgets_values"], name
+        assert decide.DEFAULT_POLICY in node["widgets_values"], name

@@ -187,12 +187,12 @@ def few(rep):
     return decide.apply_policy(decide.FEW_FAILING_POLICY, rep)
 
 
-def test_few_failing_is_a_policy_beside_keep_original_and_not_the_default():
+def test_few_failing_is_the_default_policy_beside_keep_original():
     from swapline_core.qa.segments import FEW_FAILING_SHARE
 
     assert decide.FEW_FAILING_POLICY == "keep original unless few fail"
     assert decide.FEW_FAILING_POLICY in decide.POLICIES and "keep original" in decide.POLICIES
-    assert decide.DEFAULT_POLICY == "keep original"
+    assert decide.DEFAULT_POLICY == decide.FEW_FAILING_POLICY
     assert FEW_FAILING_SHARE == 0.2
 
 
