@@ -115,3 +115,26 @@ def test_a_mixed_round_files_each_face_once_under_its_round(tmp_path, monkeypatc
     assert labels.labels(3)["a|s|000|0"]["sheets"] == "r2"
     with pytest.raises(ValueError, match="either a pass"):
         labels.merge([mixed], index, None, "l3")
+
+
+def test_the_held_out_clips_are_none_of_the_development_clips_and_were_chosen_by_the_rule():
+    """The independent check's clips: candidates no development clip is among, chosen by the
+    recorded rule (enough large faces, seeded shuffle), each labelled face from one of them."""
+    import random
+
+    from bench.qa_labels import heldout
+
+    dev = {c.name for c in build.CLIPS}
+    assert not dev & set(heldout.CANDIDATES)
+    record = json.loads(heldout.CLIPS_JSON.read_text())
+    readings = record["readings"]
+    assert set(readings) == set(heldout.CANDIDATES)
+    qualifying = sorted(n for n, r in readings.items() if r["frames_with_face_ge_min"] >= heldout.MIN_FRAMES)
+    assert qualifying == record["qualifying"]
+    order = qualifying[:]
+    random.Random(heldout.SEED).shuffle(order)
+    assert [c["name"] for c in heldout.clips()] == order[:heldout.COUNT]
+    faces = [json.loads(x) for x in (heldout.ROOT / "faces.jsonl").read_text().splitlines()]
+    assert faces and {r["clip"] for r in faces} <= set(order[:heldout.COUNT])
+    labelled = {json.loads(x)["id"] for x in (heldout.ROOT / "labels.jsonl").read_text().splitlines()}
+    assert labelled == {r["id"] for r in faces if r.get("crop")}      # every swapped face labelled
