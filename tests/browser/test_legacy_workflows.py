@@ -55,10 +55,16 @@ def test_old_ui_workflow_loads_remapped_and_runs(editor, artifacts_dir, limits):
     assert not loaded["unknown_in_graph"] and not loaded["dialogs"], loaded
     gate_id = int(_gate(workflow)["id"])
 
-    # the gate's widgets hold what the shipped (new-layout) workflow holds, by name
+    # the gate's widgets hold what the shipped (new-layout) workflow holds, by name, with the policy
+    # the old workflow was saved with (loading it must not change the user's choice; the shipped
+    # workflows have since moved to "keep original unless few fail")
     shipped = json.loads((WORKFLOWS / "video_swap_builtin.json").read_text())
     saved = editor.page.evaluate("(id) => app.graph.getNodeById(id).serialize().widgets_values", gate_id)
-    assert saved == _gate(shipped)["widgets_values"], saved
+    old_policy = _gate(workflow)["widgets_values"][OLD_ORDER.index("policy")]
+    assert old_policy == "keep original"
+    expected = list(_gate(shipped)["widgets_values"])
+    expected[0] = old_policy                                  # the policy is the gate's first widget
+    assert saved == expected, saved
 
     graph = editor.page.evaluate("""(id) => {
         const gate = app.graph.getNodeById(id);
@@ -106,6 +112,8 @@ def test_old_ui_workflow_loads_remapped_and_runs(editor, artifacts_dir, limits):
         for cls, key in (("SwaplineAnalyzerLoader", "pack"), ("SwaplineSwapperLoader", "swapper")):
             if node["class_type"] == cls:
                 node["inputs"][key] = old_nodes[cls]["widgets_values"][0]
+        if node["class_type"] == "SwaplineQAGate":
+            node["inputs"]["policy"] = old_policy
     if limits:
         ovr_id = str(graph["overrides"][0]["id"])
         twin[str(gate_id)]["inputs"]["limits"] = [ovr_id, 0]
