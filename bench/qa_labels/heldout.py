@@ -114,7 +114,9 @@ def measure() -> dict:
 
     if not build.HELDOUT:
         raise SystemExit("run with QA_LABELS_SET=heldout: the figures are the held-out set's")
-    out = {"clips": clips(), "paths": {}}
+    from . import labels as qlabels
+
+    out = {"clips": clips(), "paths": {}, "second_pass": qlabels.agreement()}
     built = [json.loads(x) for x in build.FACES.read_text().splitlines()]
     for path in build.SWAPPERS:
         rows = agreement.table(path)
@@ -153,6 +155,14 @@ def measure() -> dict:
     return out
 
 
+def _ruler(a: dict) -> str:
+    if not a.get("faces"):
+        return "The ruler: no face of this set has been labelled a second time yet."
+    return (f"The ruler: {a['faces']} faces (a random 10 %) labelled again later by other labellers agree on "
+            f"{a['same_verdict']:.1%} of the verdicts, Cohen's kappa {a['kappa']} (first ok, second bad: "
+            f"{a['first_ok_second_bad']}; first bad, second ok: {a['first_bad_second_ok']}).")
+
+
 def page(res: dict, stamp: dict) -> str:
     from ..section import stamp_lines, table
 
@@ -181,6 +191,7 @@ def page(res: dict, stamp: dict) -> str:
         f"{p}: " + (", ".join(f"{w} {n}" for w, n in res["paths"][p]["untouched_why"].items()) or "none")
         for p in paths) + ".", "", "Defects seen: " + "; ".join(
         f"{p}: " + ", ".join(f"{d} {n}" for d, n in res["paths"][p]["defects"].items()) for p in paths) + ".", "",
+        _ruler(res.get("second_pass") or {}), "",
         "## The gate against the labels", "",
         "A passed face is a positive: precision = share of passed faces a viewer accepts, recall = share of "
         "accepted faces passed. *As run*: the verdicts the gate gave when the faces were made; *limits now*: "
