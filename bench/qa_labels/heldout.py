@@ -106,18 +106,20 @@ def measure() -> dict:
     were made (``as_run``: the verdicts in gate.jsonl) and with the limits in the tree now
     (``limits_now``: the path's labelled limit set, chosen on the development set only), each
     with what the QA policies would deliver."""
+    from collections import Counter
+
     import numpy as np
 
     from swapline_core.qa.decide import OFF, limit_set
 
     from . import agreement, build, policy
+    from . import labels as qlabels
 
     if not build.HELDOUT:
         raise SystemExit("run with QA_LABELS_SET=heldout: the figures are the held-out set's")
-    from . import labels as qlabels
-
     out = {"clips": clips(), "paths": {}, "second_pass": qlabels.agreement()}
     built = [json.loads(x) for x in build.FACES.read_text().splitlines()]
+    accepted = agreement.accepted()
     for path in build.SWAPPERS:
         rows = agreement.table(path)
         if not rows:
@@ -129,27 +131,13 @@ def measure() -> dict:
         limits = {m: getattr(th, agreement.FIELD[m]) for m, _ in agreement.METRICS
                   if m in agreement.FIELD and getattr(th, agreement.FIELD[m]) != OFF}
         now = agreement.passes(rows, limits, th.require_redetection)
-
-        def share(rs):
-            return {"faces": len(rs), "accepted": round(sum(r["acceptable"] for r in rs) / len(rs), 3) if rs else None}
-
-        defects: dict[str, int] = {}
-        for r in rows:
-            for d in r["defects"]:
-                defects[d] = defects.get(d, 0) + 1
-
-        def by(key: str, rows=rows) -> dict:
-            return {g: share([r for r in rows if r[key] == g]) for g in sorted({r[key] for r in rows})}
-
         untouched = [r for r in built if build.path_of(r) == path and not r.get("crop") and r.get("frame", -1) >= 0]
-        reasons: dict[str, int] = {}
-        for r in untouched:
-            why = re.sub(r"\s*[-\d.]+", "", r.get("not_swapped", "").split(":")[0]).strip()
-            reasons[why] = reasons.get(why, 0) + 1
+        reasons = Counter(re.sub(r"\s*[-\d.]+", "", r.get("not_swapped", "").split(":")[0]).strip()
+                          for r in untouched)
         out["paths"][path] = {
-            **share(rows), "per_clip": by("clip"), "per_source": by("source"),
-            "untouched": len(untouched), "untouched_why": reasons,
-            "defects": dict(sorted(defects.items(), key=lambda kv: -kv[1])),
+            **{k: accepted[path][k] for k in ("faces", "accepted", "per_clip", "per_source")},
+            "untouched": len(untouched), "untouched_why": dict(reasons),
+            "defects": dict(Counter(d for r in rows for d in r["defects"]).most_common()),
             "as_run": agreement.scores(acc, as_run), "limits_now": {"set": name, **agreement.scores(acc, now)},
             "policies_as_run": policy.simulate(rows, as_run), "policies_limits_now": policy.simulate(rows, now)}
     return out

@@ -328,7 +328,6 @@ def apply_policy(policy: str, report: dict) -> set[int]:
     return revert
 
 
-
 def shipped_failing(report: dict, revert: set[int], policy: str) -> list[dict]:
     """Every failing frame delivered swapped: frame, each failing face's track and reasons, and why
     it shipped (bridged inside a swapped shot, within the shot's failing share, or the policy ships
