@@ -264,14 +264,19 @@ def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = 
         t0 = time.perf_counter()
 
 
-def regate(log=print) -> list[str]:
+def regate(log=print, paths: list[str] | None = None) -> list[str]:
     """Run every run of the set again with today's code and write gate.jsonl anew (new gate
     metrics on the labelled faces). The labels belong to the pictures: a face whose crop is not
-    byte-identical to the labelled one is listed and nothing is written (rebuild and label it)."""
+    byte-identical to the labelled one is listed and nothing is written (rebuild and label it).
+    ``paths``: only these swap paths' runs (the others' records are kept as they are: a path whose
+    code is gone cannot be run again)."""
     faces = [json.loads(x) for x in FACES.read_text().splitlines()]
     want = {r["id"]: r for r in faces}
     gate, changed = [], []
-    for swapper in sorted({path_of(r) for r in faces}):
+    if paths:
+        gate = [r for r in map(json.loads, GATE.read_text().splitlines())
+                if not want.get(r["id"]) or path_of(want[r["id"]]) not in paths]
+    for swapper in sorted({path_of(r) for r in faces} & set(paths or SWAPPERS)):
         runs = {(r["clip"], r["source"]) for r in faces if path_of(r) == swapper}
         clips = [c for c in CLIPS if c.name in {k[0] for k in runs}]
         names = sorted({k[1] for k in runs})
@@ -289,9 +294,15 @@ def regate(log=print) -> list[str]:
         log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl not written")
         return changed
     GATE.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in gate))
-    (SET / "gate_meta.json").write_text(json.dumps({
-        "measured_at_commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "crops_identical_to_labelled": sum(1 for r in faces if r.get("crop"))}, indent=1) + "\n")
+    meta = json.loads((SET / "gate_meta.json").read_text()) if paths and (SET / "gate_meta.json").is_file() else {}
+    stamp = {"measured_at_commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "crops_identical_to_labelled": sum(1 for r in faces
+                                                if r.get("crop") and (not paths or path_of(r) in paths))}
+    if paths:
+        meta.setdefault("paths", {}).update({p: stamp for p in paths})
+    else:
+        meta = stamp
+    (SET / "gate_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return []
 
 
@@ -303,10 +314,11 @@ def main(argv=None) -> None:
     ap.add_argument("--every", type=int, default=EVERY)
     ap.add_argument("--swapper", choices=sorted(SWAPPERS), default="classical", help="the built-in swap path")
     ap.add_argument("--regate", action="store_true", help="re-run the set's runs, rewrite gate.jsonl only")
+    ap.add_argument("--paths", help="with --regate: only these swap paths' runs (comma-separated; default: all)")
     a = ap.parse_args(argv)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
     if a.regate:
-        raise SystemExit(1 if regate() else 0)
+        raise SystemExit(1 if regate(paths=split(a.paths)) else 0)
     build(split(a.clips), split(a.sources), a.frames, a.every, swapper=a.swapper)
 
 
