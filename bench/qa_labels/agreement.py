@@ -200,7 +200,8 @@ def measure(path: str = SHIPPED_PATH) -> dict:
                                                                                     "loco", "all_clips_limits")}
                           for p in SWAPPERS if p != path and table(p)}
     res["accepted"] = accepted()
-    res["accepted_side_by_side"] = {r: accepted(r) for r in sorted(set(qlabels.ROUNDS.values()))}
+    res["accepted_side_by_side"] = {r: accepted(r) for r in
+                                    sorted(set(qlabels.ROUNDS.values()) | set(qlabels.SOURCE_ROUNDS))}
     return res
 
 
