@@ -37,7 +37,8 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # mixed-4, the shipped workflow after d886271 (path mesh3) beside mesh2 and classical (BESIDE);
 # mixed-5, the shipped workflow at 2f321d1 (path mesh4) beside the same two; mixed-6, path mesh5
 # beside mesh4. The independent check's set (QA_LABELS_SET=heldout) has its own rounds: heldout-1,
-# mesh4, mesh5 and classical on the held-out clips, mixed on the same sheets.
+# mesh4, mesh5 and classical on the held-out clips, mixed on the same sheets; heldout-2, mesh4 with
+# the four further sources (as mixed-7 on the development set).
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
 # (mesh4) on the four sources only the classical path had been judged on (small, side-lit,
