@@ -73,9 +73,11 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh2": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh3": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh4": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh5": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh5": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh6": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
-ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH}
+ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
+             "mesh6": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 

@@ -221,8 +221,8 @@ def page(res: dict, stamp: dict) -> str:
             pol.append([p, name, v["delivered"], v["delivered_ok"], v["ok_delivered"]])
     lines += table(["path", "policy", "delivered", "delivered_ok", "ok_delivered"], pol) + [""]
     lines += ["## By source photo (limits now)", "",
-              f"Good sources: {', '.join(GOOD_SOURCES)}; the mesh path's limits were chosen on those sources' faces of the "
-              "development set. Policies as above: delivered_ok / ok_delivered (faces delivered).", ""]
+              f"Good sources: {', '.join(GOOD_SOURCES)}; the mesh path's limits were chosen on those sources' "
+              "faces of the development set. Policies as above: delivered_ok / ok_delivered (faces delivered).", ""]
     src = []
     for p in paths:
         for name, v in res["paths"][p].get("by_sources", {}).items():

@@ -15,6 +15,11 @@ CLIP_MADS = 2.5
 # chroma (a, b) a pixel may be and still count as skin.
 SKIN_SPREAD_FLOOR = (6.0, 3.0, 3.0)
 SKIN_Z = (3.0, 3.5)
+# Source skin by texture: a pixel whose local edge strength (Sobel magnitude, smoothed over
+# BUSY_SIGMA px) passes BUSY_TIMES x the median of the source's skin is not skin, whatever its
+# colour, fading out over the next BUSY_TIMES x that median.
+BUSY_TIMES = 3.0
+BUSY_SIGMA = 2.0
 # The most pixels a colour statistic (median, mean, spread) is read on, evenly spread over its
 # region: a 350 px face's medians took milliseconds, and a few thousand pixels give the same value.
 STATS_PIXELS = 8000
@@ -90,15 +95,30 @@ def source_skin(img: np.ndarray, label: np.ndarray, skin: np.ndarray) -> np.ndar
 
     Why: a source's hair across the temple or cheek, a hand at the jaw, a shadow cast by a curl
     all lie inside the mesh, and were pasted onto the target as dark or golden blotches (the
-    f_blonde_smile source on the three-quarter targets of the labelled set)."""
+    f_blonde_smile source on the three-quarter targets of the labelled set). Busy texture counts
+    too (``busy``): the striped metal of the m_astronaut source's helmet below its chin lies inside
+    the mesh and is as grey as that dim face's skin, and was pasted as a striped patch at the
+    target's chin (labelled *seam*/*mouth* on the development clips, named by the held-out
+    labellers)."""
     inside = label >= 0
     is_skin = inside & skin[np.maximum(label, 0)]
     if is_skin.sum() < 64:
         return inside.astype(np.float32)
-    w = skin_likeness(img, is_skin, inside)
+    w = np.minimum(skin_likeness(img, is_skin, inside), busy(img, is_skin))
     w[inside & ~is_skin] = 1.0
     w[~inside] = 0.0
     return w
+
+
+def busy(img: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """(h, w) float32 in 0..1: 1 where ``img``'s local edge strength is skin-like (at most
+    BUSY_TIMES x the median over ``reference``), falling to 0 at twice that: a grille, a striped
+    collar or a patterned cloth is far busier than any skin, stubble and pores included."""
+    grey = cv2.cvtColor(np.ascontiguousarray(img).astype(np.uint8), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    mag = cv2.GaussianBlur(np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1)),
+                           (0, 0), BUSY_SIGMA)
+    ref = BUSY_TIMES * float(np.median(mag[reference])) + 1e-3
+    return np.clip(2.0 - mag / ref, 0.0, 1.0).astype(np.float32)
 
 
 def smooth(img: np.ndarray, sigma: float) -> np.ndarray:

@@ -74,6 +74,23 @@ def test_source_skin_marks_hair_across_the_face_and_spares_the_features():
     assert np.all(w[:, :5] == 0.0)
 
 
+def test_source_skin_marks_busy_texture_of_skin_colour_and_spares_stubble():
+    # a striped helmet rim as grey as a dim face (m_astronaut's chin) is not skin; stubble, finer
+    # and weaker, stays skin
+    rng = np.random.default_rng(3)
+    img = np.zeros((120, 100, 3), np.float32)
+    img[:] = (150, 130, 120)
+    img += rng.normal(0, 2.0, img.shape)
+    img[50:80, 10:90] -= rng.random((30, 80, 1)) * 18.0          # stubble: dark specks
+    img[95:115, 10:90] = (150, 130, 120)
+    img[95:115:4, 10:90] = (90, 85, 85)                          # stripes, 1 px dark every 4 px
+    img[96:115:4, 10:90] = (215, 210, 205)                       # ... beside 1 px light
+    label = np.zeros((120, 100), np.int32)
+    w = source_skin(np.clip(img, 0, 255).astype(np.uint8), label, np.array([True]))
+    assert np.median(w[55:75, 15:85]) > 0.9 and w[55:75, 15:85].mean() > 0.85   # stubble stays skin
+    assert w[98:112, 15:85].max() < 0.1                                         # the stripes do not
+
+
 def test_match_detail_tones_the_source_stubble_down_to_the_target_skin_and_spares_features():
     from swapline_core.backends.mesh_blend import DETAIL_GAIN, match_detail
 
