@@ -1,5 +1,5 @@
 """Before/after crops of the labelled set: the classical path's result beside the shipped built-in
-workflow's (``agreement.SHIPPED_PATH``) on the same frame, with the labels given on the same mixed
+workflow's (mesh4, ``SHIPPED_PATH`` below) on the same frame, with the labels given on the same mixed
 sheets (that path's round).
 
     .venv/bin/python -m bench.qa_labels.before_after    # -> docs/images/before_after_mesh.jpg
@@ -15,9 +15,12 @@ import textwrap
 import numpy as np
 
 from ..paths import REPO
-from .agreement import SHIPPED_PATH
 from .build import CROP, FACES, SET, path_of
 from .labels import ROUNDS, labels
+
+# the published figure: the mesh path as judged beside the classical one on round mixed-5 (the
+# shipped path since, mesh6, was judged beside mesh4, not beside the classical path)
+SHIPPED_PATH = "mesh4"
 
 OUT = REPO / "docs" / "images" / "before_after_mesh.jpg"
 # (case, clip, source, frame): chosen for the case, whatever the labels say
