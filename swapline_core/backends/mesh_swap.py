@@ -21,8 +21,8 @@ means over the skin triangles only: no eyes, brows or lips), relit with the targ
 on plain skin only (``mesh_blend.skin_shading``), then brought to the target's colour along the
 paste's edge by a smooth membrane (``mesh_blend.membrane``), its fine texture on plain skin toned
 down to the target's (``mesh_blend.match_detail``: stubble on a smooth face read as dirt) and
-feathered. What in the source is not its skin (hair across the face, a hand:
-``mesh_blend.source_skin``) is not pasted.
+feathered. What in the source is not its skin (hair across the face, a hand, a helmet's striped
+rim: ``mesh_blend.source_skin``) is not pasted.
 
 Both meshes come from the mesh model run here (``MeshAnalyzer.track``): the target's at each
 tracked face's box and five points, so the faces may come from any analyzer; the source's once per
