@@ -1,5 +1,5 @@
 """Before/after crops of the labelled set: the classical path's result beside the shipped built-in
-workflow's (mesh4, ``SHIPPED_PATH`` below) on the same frame, with the labels given on the same mixed
+workflow as it was judged beside it (``FIGURE_PATH``, mesh4) on the same frame, with the labels given on the same mixed
 sheets (that path's round).
 
     .venv/bin/python -m bench.qa_labels.before_after    # -> docs/images/before_after_mesh.jpg
@@ -18,9 +18,9 @@ from ..paths import REPO
 from .build import CROP, FACES, SET, path_of
 from .labels import ROUNDS, labels
 
-# the published figure: the mesh path as judged beside the classical one on round mixed-5 (the
+# the mesh path of the published figure, judged beside the classical one on round mixed-5 (the
 # shipped path since, mesh6, was judged beside mesh4, not beside the classical path)
-SHIPPED_PATH = "mesh4"
+FIGURE_PATH = "mesh4"
 
 OUT = REPO / "docs" / "images" / "before_after_mesh.jpg"
 # (case, clip, source, frame): chosen for the case, whatever the labels say
@@ -28,7 +28,7 @@ CASES = (("red-framed glasses", "api_kling_avatar2-1", "shipped_colour", 12),
          ("three-quarter view", "api_kling_motion_control3-2", "shipped_colour", 16),
          ("finger across the lips", "api_kling_o3_video_edit-1", "shipped_colour", 18),
          ("hand under the chin", "video_bernini_r_video_editing-1", "shipped_colour", 8))
-PATHS = (("classical", "classical path (68-point warp)"), (SHIPPED_PATH, "shipped: mesh analyzer + mesh swap"))
+PATHS = (("classical", "classical path (68-point warp)"), (FIGURE_PATH, "shipped: mesh analyzer + mesh swap"))
 
 
 def _caption(width: int, lines: list[str]) -> np.ndarray:
@@ -45,7 +45,7 @@ def build(out=OUT) -> str:
 
     faces = map(json.loads, FACES.read_text().splitlines())
     rows = {(r["clip"], r["source"], r["frame"], path_of(r)): r for r in faces}
-    lab = labels(None, ROUNDS[SHIPPED_PATH])
+    lab = labels(None, ROUNDS[FIGURE_PATH])
     grid = []
     for case, clip, source, frame in CASES:
         tiles = []
@@ -60,7 +60,7 @@ def build(out=OUT) -> str:
                 verdict = "not labelled" if lb is None else ("viewer: ok" if lb["acceptable"] else
                                                             "viewer: " + ",".join(lb["defects"]))
             else:
-                other = rows.get((clip, source, frame, SHIPPED_PATH if path == "classical" else "classical"))
+                other = rows.get((clip, source, frame, FIGURE_PATH if path == "classical" else "classical"))
                 target = result = (np.asarray(Image.open(SET / other["crop"]).convert("RGB"))[:, :CROP]
                                    if other and other.get("crop") else np.full((CROP, CROP, 3), 200, np.uint8))
                 verdict = "refused: " + r.get("not_swapped", "")[:48]

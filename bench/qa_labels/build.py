@@ -275,6 +275,10 @@ def regate(log=print, paths: list[str] | None = None) -> list[str]:
     faces = [json.loads(x) for x in FACES.read_text().splitlines()]
     want = {r["id"]: r for r in faces}
     gate, changed = [], []
+    unknown = sorted(set(paths or ()) - {path_of(r) for r in faces})
+    if unknown:
+        raise SystemExit(f"no labelled runs of path(s) {unknown} in {FACES}; paths there: "
+                         f"{sorted({path_of(r) for r in faces})}")
     if paths:
         gate = [r for r in map(json.loads, GATE.read_text().splitlines())
                 if not want.get(r["id"]) or path_of(want[r["id"]]) not in paths]

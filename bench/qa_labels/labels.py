@@ -46,7 +46,7 @@ ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "m
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
 # (mesh4) on the four sources only the classical path had been judged on (small, side-lit,
 # astronaut, a second panel face), beside the classical faces of the same runs.
-SOURCE_ROUNDS = {"mixed-7": "mesh4"}
+SOURCE_ROUNDS = ("mixed-7",)
 ROUND = ROUNDS["mesh6"]
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",)}
