@@ -66,7 +66,9 @@ QA_POLICY = "flag only"
 # "mesh4" after the colour match's fix and the shading's pixel floor (2f321d1; mesh3 left a dark contour
 # on small faces); "mesh5" with the cheek under the eyes and the skin beside the lips counted as plain
 # skin, the texture finer than the shading scale matched on skin only (a0e6219: labelled no better
-# than mesh4 on round mixed-6 and on the held-out clips, and reverted).
+# than mesh4 on round mixed-6 and on the held-out clips, and reverted); "mesh6" with busy source
+# texture not pasted (c38d6cf); "mesh7" with the source shrunk to the target face's size before the
+# warp, softened to the target's sharpness, and a finer shading floor.
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -74,10 +76,11 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh3": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh4": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh5": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh6": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh6": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh7": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
-             "mesh6": MESH}
+             "mesh6": MESH, "mesh7": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 

@@ -14,7 +14,9 @@ PATHS = {"classical": "the 68-point classical warp behind the MTCNN + dlib analy
          "mesh3": "the shipped built-in workflow after the mirrored-texture seam and skin-only shading (d886271)",
          "mesh4": "the shipped built-in workflow after the colour match's fix and the shading floor (2f321d1)",
          "mesh5": "mesh4 with more of the face read as plain skin (a0e6219; not taken: no better than mesh4)",
-         "mesh6": "mesh4 with busy texture in the source photo (a helmet's striped rim) not pasted"}
+         "mesh6": "mesh4 with busy texture in the source photo (a helmet's striped rim) not pasted",
+         "mesh7": "mesh6 with the source photo shrunk to the target face's size before the warp, its texture "
+                  "softened to the target's sharpness, and the target's shading from 4 px up (6 before)"}
 
 
 def _f(v) -> str:

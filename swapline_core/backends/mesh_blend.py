@@ -219,3 +219,37 @@ def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, size: 
     gain = np.minimum(1.0, DETAIL_GAIN * np.sqrt(e_t / np.maximum(e_w, 1e-3)))
     gain = np.where(skin, gain, 1.0).astype(np.float32)
     return base_w + det_w * gain[..., None]
+
+
+# Sharpness match (``match_sharpness``): the Gaussian blurs tried, in px, until the warped texture's
+# finest band is no stronger than the target's.
+SOFTEN_SIGMAS = (0.5, 0.75, 1.0, 1.4, 2.0, 2.8)
+
+
+def fine_rms(img: np.ndarray, where: np.ndarray) -> float:
+    """RMS of ``img``'s finest band (grey minus its 1 px Gaussian blur) over ``where`` (bool map)."""
+    g = cv2.cvtColor(np.clip(img, 0, 255).astype(np.float32), cv2.COLOR_RGB2GRAY)
+    d = g - cv2.GaussianBlur(g, (0, 0), 1.0)
+    return float(np.sqrt(np.mean(d[where] ** 2)))
+
+
+def match_sharpness(warped: np.ndarray, patch: np.ndarray, where: np.ndarray) -> tuple[np.ndarray, float]:
+    """(``warped`` blurred until its finest band over ``where`` is no stronger than the target's,
+    the blur's sigma in px; 0 where the target is as sharp).
+
+    Why: a sharp source photo pasted onto a soft target (a small, out-of-focus or heavily
+    compressed face) kept its pixel-level texture, which on the soft face read as a blocky,
+    pasted patch (labelled *blotch* on the development clips' small faces: woman in a coat, hooded
+    dancer, selfie). ``match_detail`` only tones skin texture down; brows, lips and the paste's
+    texture as a whole stayed sharper than the face around them."""
+    if where.sum() < 64:
+        return warped, 0.0
+    target = fine_rms(patch, where)
+    if fine_rms(warped, where) <= target:
+        return warped, 0.0
+    for sigma in SOFTEN_SIGMAS:
+        out = cv2.GaussianBlur(warped, (0, 0), sigma)
+        if fine_rms(out, where) <= target:
+            break
+    return out, sigma
+

@@ -47,6 +47,7 @@ from .mesh_blend import (
     DETAIL_SCALE,
     STATS_PIXELS,
     match_detail,
+    match_sharpness,
     membrane,
     mirror_seam,
     skin_shading,
@@ -80,7 +81,25 @@ PRESENCE = 0.5
 # (brows, lids) leaking through its plain-skin triangles; on a 30 px face 6 % of its size (2 px)
 # handed back nearly the whole target, and the gate refused the face as hardly changed (12 of the
 # luma guitarist's faces). 6 px changes those faces as much as the quarter-face relight before.
-SHADING_MIN_PX = 6.0
+SHADING_MIN_PX = 4.0
+# A source face more than this many times the target's size is shrunk (area average) before the
+# warp samples it: bilinear sampling of a 3x larger photo skips pixels, and the aliased texture
+# read as blocky specks on small faces.
+PREFILTER_RATIO = 1.19
+
+
+def prefiltered(src_img: np.ndarray, src: np.ndarray, size: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the source photo and its mesh points) shrunk to about the target face's ``size``, in
+    quarter-octave steps, when the source face is larger than PREFILTER_RATIO x that."""
+    src_size = float(max(src.max(axis=0) - src.min(axis=0)))
+    ratio = src_size / max(size, 1.0)
+    if ratio < PREFILTER_RATIO:
+        return src_img, src
+    f = 2.0 ** -(np.floor(np.log2(ratio) * 4.0) / 4.0)
+    h, w = src_img.shape[:2]
+    small = cv2.resize(src_img, (max(1, round(w * f)), max(1, round(h * f))), interpolation=cv2.INTER_AREA)
+    scale = np.array([small.shape[1] / w, small.shape[0] / h], np.float32)
+    return small.reshape(small.shape[0], small.shape[1], -1), (src * scale).astype(np.float32)
 
 
 def _area(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -265,7 +284,7 @@ class MeshSwapper(FaceSwapper):
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), HIDDEN_SHARE,
-                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX, BUSY_TIMES)
+                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX, BUSY_TIMES, PREFILTER_RATIO)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -337,6 +356,7 @@ class MeshSwapper(FaceSwapper):
         src_tris, flipped = source_triangles(src, d, self.tris, self.mirror, hidden, self.adjacency)
         label = rasterise(d, self.tris, patch_f.shape[:2])
         d = d[:, :2]
+        src_img, src = prefiltered(src_img, src, size)
         warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
         warped, skin_w = warped[..., :3], warped[..., 3] / 255.0
         warped = mirror_seam(warped, valid, flipped[np.maximum(label, 0)] & (label >= 0), size)
@@ -351,6 +371,8 @@ class MeshSwapper(FaceSwapper):
         paste &= ~not_skin
         mask = self._feather(paste, size)
         plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]      # pasted plain skin
+        # measured away from the paste's edge: the step to the target there is not texture
+        warped, soften = match_sharpness(warped, patch_f, cv2.erode(paste, np.ones((5, 5), np.uint8)) > 0)
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, paste, (plain, plain), stats_pixels=STATS_PIXELS)
         if self.relight > 0 and plain.sum() >= 64:
@@ -370,7 +392,7 @@ class MeshSwapper(FaceSwapper):
                 "triangles": int(len(self.tris)), "mirrored_triangles": int(flipped.sum()),
                 "back_facing_target": int((facing < 0).sum()), "face_size_px": round(size, 1),
                 "feather_px": round(max(1.0, self.mask_feather * size), 2), "mask_area_px": int((mask > 0).sum()),
-                "source_not_skin_px": int(not_skin.sum())}
+                "source_not_skin_px": int(not_skin.sum()), "softened_px": soften}
         return SwapPatch((x0, y0, x1, y1), pixels, mask, info)
 
     def _feather(self, paste: np.ndarray, size: float) -> np.ndarray:
