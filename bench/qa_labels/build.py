@@ -68,7 +68,7 @@ QA_POLICY = "flag only"
 # skin, the texture finer than the shading scale matched on skin only (a0e6219: labelled no better
 # than mesh4 on round mixed-6 and on the held-out clips, and reverted); "mesh6" with busy source
 # texture not pasted (c38d6cf); "mesh7" with the source shrunk to the target face's size before the
-# warp, softened to the target's sharpness, a finer shading floor, and the target's lips kept.
+# warp, softened to the target's sharpness, and a finer shading floor.
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",

@@ -41,7 +41,7 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # the four further sources (as mixed-7 on the development set). mixed-8: path mesh6 (busy source
 # texture not pasted) beside mesh4, on the good sources and m_astronaut; heldout-3 the same on the
 # held-out clips. mixed-9: path mesh7 (source anti-aliased, softened to the target's sharpness,
-# finer shading floor, the target's lips kept) beside mesh6.
+# finer shading floor) beside mesh6.
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
           "mesh6": "mixed-8", "mesh7": "mixed-9"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path

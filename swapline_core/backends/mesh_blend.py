@@ -226,11 +226,19 @@ def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, size: 
 SOFTEN_SIGMAS = (0.5, 0.75, 1.0, 1.4, 2.0, 2.8)
 
 
+def _grey(img: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(np.clip(img, 0, 255).astype(np.float32), cv2.COLOR_RGB2GRAY)
+
+
+def _fine(grey: np.ndarray, where: np.ndarray, sigma: float = 0.0) -> float:
+    """RMS over ``where`` of the finest band (minus a further 1 px blur) of ``grey`` blurred by ``sigma``."""
+    g = cv2.GaussianBlur(grey, (0, 0), sigma) if sigma > 0 else grey
+    return float(np.sqrt(np.mean((g - cv2.GaussianBlur(g, (0, 0), 1.0))[where] ** 2)))
+
+
 def fine_rms(img: np.ndarray, where: np.ndarray) -> float:
     """RMS of ``img``'s finest band (grey minus its 1 px Gaussian blur) over ``where`` (bool map)."""
-    g = cv2.cvtColor(np.clip(img, 0, 255).astype(np.float32), cv2.COLOR_RGB2GRAY)
-    d = g - cv2.GaussianBlur(g, (0, 0), 1.0)
-    return float(np.sqrt(np.mean(d[where] ** 2)))
+    return _fine(_grey(img), where)
 
 
 def match_sharpness(warped: np.ndarray, patch: np.ndarray, where: np.ndarray) -> tuple[np.ndarray, float]:
@@ -245,11 +253,9 @@ def match_sharpness(warped: np.ndarray, patch: np.ndarray, where: np.ndarray) ->
     if where.sum() < 64:
         return warped, 0.0
     target = fine_rms(patch, where)
-    if fine_rms(warped, where) <= target:
+    grey = _grey(warped)
+    if _fine(grey, where) <= target:
         return warped, 0.0
-    for sigma in SOFTEN_SIGMAS:
-        out = cv2.GaussianBlur(warped, (0, 0), sigma)
-        if fine_rms(out, where) <= target:
-            break
-    return out, sigma
-
+    # searched on the grey image (a blur commutes with the grey conversion), applied once in colour
+    sigma = next((s for s in SOFTEN_SIGMAS if _fine(grey, where, s) <= target), SOFTEN_SIGMAS[-1])
+    return cv2.GaussianBlur(warped, (0, 0), sigma), sigma

@@ -5,11 +5,9 @@ mesh: forehead, cheeks, nose and chin all come from the source's own skin (the m
 hairline to chin), placed where the target's mesh puts them. The geometry is therefore entirely
 the target's (its outline, pose and expression); identity rests on the source's texture alone,
 unlike the 68-point ``classical`` swapper, which also moves the features to the source's
-proportions. The target keeps its eyes (the eye opening and the lid edge around it) and its mouth
-(inside the outer lip contour: the mesh leaves the eyes and the mouth's inside as holes, widened a
-little here so the lashes and the lip line stay the target's). The lips are the target's because
-the source's (a man's pale lips on a target in lipstick, a smile's lip line on a closed mouth) were
-labelled *wrong mouth* on the development clips; their shape is the target's anyway.
+proportions. The target keeps its eyes (the eye opening and the lid edge around it) and the inside
+of its mouth (inside the inner lip contour): the mesh leaves both as holes, widened a little here
+so the lashes and the lip line stay the target's.
 
 Turned heads: a triangle facing away from the camera in the source (folded behind the nose or the
 cheek) takes its texture from its mirror partner on the other half of the face (``mesh_mirror``),
@@ -57,8 +55,7 @@ from .mesh_blend import (
 )
 from .mesh_mirror import mirror_map
 
-# MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh, the
-# outer one what the target keeps (``kept_target``).
+# MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
 LIPS_INNER = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
 LIPS_OUTER = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 # The nose's underside (nostrils, alae, tip): the target's own stays, like its eyes and the inside
@@ -216,16 +213,12 @@ def warp(src_img: np.ndarray, label: np.ndarray, aff: np.ndarray) -> tuple[np.nd
 
 
 def kept_target(dst: np.ndarray, shape: tuple[int, int], size: float, eye: float, mouth: float) -> np.ndarray:
-    """uint8 map of what stays the target's: each eye's opening grown by ``eye`` and the lips with
-    the mouth's inside (the outer lip contour) grown by ``mouth`` (fractions of the face size)."""
+    """uint8 map of what stays the target's: each eye's opening grown by ``eye`` and the mouth's
+    inside grown by ``mouth`` (fractions of the face size)."""
     out = np.zeros(shape, np.uint8)
-    for idx, grow in ((fm.RIGHT_EYE, eye), (fm.LEFT_EYE, eye), (LIPS_OUTER, mouth)):
+    for idx, grow in ((fm.RIGHT_EYE, eye), (fm.LEFT_EYE, eye), (LIPS_INNER, mouth)):
         part = np.zeros(shape, np.uint8)
-        pts = dst[list(idx)].astype(np.float32)
-        # the eyes' point sets are unordered (the iris model's rings): their hull; the lip contour
-        # is ordered, and its hull would take the philtrum above the cupid's bow
-        poly = pts if idx is LIPS_OUTER else cv2.convexHull(pts)
-        cv2.fillPoly(part, [np.rint(poly).reshape(-1, 2).astype(np.int32)], 1)
+        cv2.fillPoly(part, [np.rint(cv2.convexHull(dst[list(idx)].astype(np.float32))).astype(np.int32)], 1)
         r = int(round(grow * size))
         if r > 0:
             part = cv2.dilate(part, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
@@ -261,7 +254,7 @@ class MeshSwapper(FaceSwapper):
         mask_erosion / mask_feather: where the soft edge starts inside the pasted area, its width.
         relight: scale (of face size) above which shading comes from the target, read on plain
             skin only (``mesh_blend.skin_shading``), never finer than SHADING_MIN_PX; 0 disables.
-        eye_margin / mouth_margin: how far around the eye openings and the outer lip contour the
+        eye_margin / mouth_margin: how far around the eye openings and the mouth's inside the
             target's own pixels stay (lashes, lid edge, lip line).
         blend: "membrane" (the edge's colour from the target, ``mesh_blend.membrane``) or
             "feather" (the soft mask only).

@@ -171,3 +171,18 @@ def test_smooth_matches_a_full_size_blur_on_smooth_content():
         assert got.shape == img.shape
         inner = (slice(40, -40), slice(40, -40))       # borders differ by the border rule only
         assert np.abs(got[inner] - ref[inner]).max() < 0.05 * (img.max() - img.min()), sigma
+
+
+def test_match_sharpness_softens_a_sharp_paste_to_a_soft_target_and_leaves_a_sharp_one():
+    from swapline_core.backends.mesh_blend import fine_rms, match_sharpness
+
+    rng = np.random.default_rng(5)
+    sharp = np.full((120, 120, 3), 150.0, np.float32) + rng.normal(0, 12, (120, 120, 1)).astype(np.float32)
+    soft = cv2.GaussianBlur(sharp, (0, 0), 1.2)                  # the same texture out of focus
+    where = np.zeros((120, 120), bool)
+    where[10:110, 10:110] = True
+    out, sigma = match_sharpness(sharp, soft, where)
+    assert sigma > 0 and fine_rms(out, where) <= fine_rms(soft, where) < 0.5 * fine_rms(sharp, where)
+    assert abs(float(out[where].mean()) - float(sharp[where].mean())) < 1.0      # the colour is untouched
+    same, none = match_sharpness(sharp, sharp + 0.5, where)                      # a target as sharp
+    assert none == 0.0 and same is sharp

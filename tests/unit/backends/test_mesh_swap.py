@@ -17,7 +17,7 @@ from swapline_core.backends import face_mesh as fm
 from swapline_core.backends import mesh_models as mm
 from swapline_core.backends.mesh_analyzer import MeshAnalyzer
 from swapline_core.backends.mesh_mirror import MIDLINE, mirror_map
-from swapline_core.backends.mesh_swap import MeshSwapper, _area, _facing, source_triangles
+from swapline_core.backends.mesh_swap import MeshSwapper, _area, _facing, prefiltered, source_triangles
 from swapline_core.types import SourceIdentity
 from swapline_core.video.read import iter_frames
 
@@ -234,4 +234,18 @@ def test_rasterise_draws_far_to_near_with_depth():
         assert share[near] > 0.9 and share[1 - near] < 0.3
     # without depth the list's order decides (the last drawn shows)
     assert rasterise(pts[:, :2], np.array([[3, 4, 5], [0, 1, 2]]), (64, 64))[20, 20] == 1
+
+
+def test_prefiltered_shrinks_a_larger_source_and_its_points_together():
+    rng = np.random.default_rng(3)
+    img = rng.uniform(0, 255, (300, 240, 4)).astype(np.float32)          # RGB + the skin weight channel
+    pts = np.array([[30.0, 40.0], [210.0, 40.0], [120.0, 270.0]], np.float32)     # a face 230 px tall
+    same, same_pts = prefiltered(img, pts, size=220.0)
+    assert same is img and same_pts is pts                             # about the target's size: as it is
+    small, small_pts = prefiltered(img, pts, size=75.0)                # a face a third of the size
+    f = small.shape[1] / img.shape[1]
+    assert small.shape[2] == 4 and 0.3 < f < 0.45 and abs(small.shape[0] / img.shape[0] - f) < 0.01
+    assert np.allclose(small_pts, pts * np.array([f, small.shape[0] / img.shape[0]]), atol=1e-4)
+    # area averaging: the noise a bilinear sample would alias into the paste is averaged out
+    assert small[..., 0].std() < 0.5 * img[..., 0].std()
 
