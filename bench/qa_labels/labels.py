@@ -41,7 +41,7 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # the four further sources (as mixed-7 on the development set). mixed-8: path mesh6 (busy source
 # texture not pasted) beside mesh4, on the good sources and m_astronaut; heldout-3 the same on the
 # held-out clips. mixed-9: path mesh7 (source anti-aliased, softened to the target's sharpness,
-# finer shading floor) beside mesh6.
+# finer shading floor) beside mesh6; heldout-4 the same on the held-out clips.
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
           "mesh6": "mixed-8", "mesh7": "mixed-9"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
@@ -51,7 +51,7 @@ SOURCE_ROUNDS = ("mixed-7",)
 ROUND = ROUNDS["mesh6"]
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
-          "mixed-9": ("mesh6",)}
+          "mixed-9": ("mesh6",), "heldout-4": ("mesh6",)}
 
 # what a viewer sees, in the words
 DEFECTS = {
