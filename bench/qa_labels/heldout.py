@@ -186,9 +186,9 @@ def page(res: dict, stamp: dict) -> str:
              "Every 2nd of the first 24 frames, QA set to *flag only*; the faces of every path shuffled together on "
              "the same sheets and labelled by eye, blind to every metric and to the path "
              "(`bench/qa_labels/PROTOCOL.md`). No limit or swap setting was chosen on these labels; they decided "
-             "two changes made on the development set (a gate reading dropped, the mesh6 swap kept), and the "
-             "labellers' words (a striped patch at the chin) pointed to a defect then found and fixed on "
-             "development faces, so each further decision taken here weakens the check. Sources: " + "; ".join(
+             "three changes made on the development set (a gate reading dropped, the mesh6 and mesh7 swaps kept), "
+             "and the labellers' words (a striped patch at the chin) pointed to a defect then found and fixed "
+             "on development faces, so each further decision taken here weakens the check. Sources: " + "; ".join(
                  f"{p}: " + ", ".join(sorted(res["paths"][p]["per_source"])) for p in sorted(res["paths"])) + ".", "",
              "Clips: " + ", ".join(f"`{c['name']}`" for c in res["clips"]) + ".", "",
              "## What a viewer accepts (raw swapped faces)", ""]

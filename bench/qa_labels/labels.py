@@ -48,7 +48,7 @@ ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "m
 # (mesh4) on the four sources only the classical path had been judged on (small, side-lit,
 # astronaut, a second panel face), beside the classical faces of the same runs.
 SOURCE_ROUNDS = ("mixed-7",)
-ROUND = ROUNDS["mesh6"]
+ROUND = ROUNDS["mesh7"]
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
           "mixed-9": ("mesh6",), "heldout-4": ("mesh6",)}

@@ -16,6 +16,11 @@ Only back-facing ones do: mirroring merely squeezed triangles too put the other 
 a patchwork beside the nose (seen by eye on the f_blonde_smile source). A triangle facing away in
 the target is hidden on the real head and is never pasted: where it shows, the mesh overshot.
 
+Sharpness: the source photo is shrunk to about the target face's size before the warp samples
+it (``prefiltered``: no aliasing), and the warped texture is blurred until it is no sharper than
+the target (``mesh_blend.match_sharpness``: a sharp photo on a small or soft face read as a
+pasted patch).
+
 Colour: the source's texture is matched to the target's skin in Lab (``classical.reinhard_lab``,
 means over the skin triangles only: no eyes, brows or lips), relit with the target's shading read
 on plain skin only (``mesh_blend.skin_shading``), then brought to the target's colour along the
@@ -80,11 +85,14 @@ PRESENCE = 0.5
 # lands within a pixel or two, so finer than this the "shading" is the target's own features
 # (brows, lids) leaking through its plain-skin triangles; on a 30 px face 6 % of its size (2 px)
 # handed back nearly the whole target, and the gate refused the face as hardly changed (12 of the
-# luma guitarist's faces). 6 px changes those faces as much as the quarter-face relight before.
+# luma guitarist's faces). 6 px left the source's highlights and side shadows on small faces (a
+# 6 px blur's detail band spans a third of a 50 px face); 4 px, with the source prefiltered and
+# softened to the target's sharpness, was labelled better (round mixed-9, path mesh7).
 SHADING_MIN_PX = 4.0
 # A source face more than this many times the target's size is shrunk (area average) before the
 # warp samples it: bilinear sampling of a 3x larger photo skips pixels, and the aliased texture
-# read as blocky specks on small faces.
+# read as blocky specks on small faces. (The aliasing also counted as change: on faces of about
+# 20 px the result now often changes too little of the face for the gate to call it swapped.)
 PREFILTER_RATIO = 1.19
 
 
