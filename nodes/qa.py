@@ -9,6 +9,7 @@ from comfy_api.latest import io, ui
 from typing_extensions import override
 
 from ..swapline_core.backends.manifest import model_manifest
+from ..swapline_core.faces import source_check
 from ..swapline_core.qa import decide, segments
 from ..swapline_core.qa import gate as core_qa
 from ..swapline_core.qa.decide import compact_frames
@@ -131,9 +132,7 @@ class QAGate(io.ComfyNode):
         report["limit_set"] = chosen
         if overrides:
             report["limit_overrides"] = dict(sorted(overrides.items()))
-        if not chosen.startswith("viewer-labelled"):
-            report["limits_note"] = ("limits not measured against faces labelled by eye for this swap "
-                                     "(docs/measurements/qa_agreement.md measures the built-in swap)")
+        report["limits_note"] = decide.limits_note(chosen, source_check.warnings_of(face_model))
         try:
             revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
         except core_qa.QAFailedError as e:

@@ -111,6 +111,22 @@ def resolve_limit_set(name: str, swap_methods: Sequence[str] = ()) -> str:
     return "calibrated (sample clip)"
 
 
+def limits_note(name: str, source_warnings: Sequence[str] = ()) -> str | None:
+    """What the report says about how far the chosen limit set's verdicts are known to hold. The
+    labelled sets were chosen on faces swapped from sharp, evenly lit, frontal source photos: with
+    a small, side-lit or unusual one the gate passed faces viewers reject about half the time on
+    the labelled clips (docs/qa.md, "The labelled set"), so a source the source check warned about
+    is named."""
+    if not name.startswith("viewer-labelled"):
+        return ("limits not measured against faces labelled by eye for this swap "
+                "(docs/measurements/qa_agreement.md measures the built-in swap)")
+    scope = ("limits chosen on faces labelled by eye, swapped from sharp, evenly lit source photos; "
+             "with a small, side-lit or unusual source photo their verdicts agree less with viewers (docs/qa.md)")
+    if source_warnings:
+        return f"{scope}. This job's source photo was flagged by Build Face Model: {source_warnings[0]}"
+    return scope
+
+
 def limit_set(name: str = "calibrated (sample clip)") -> QAThresholds:
     """The named set's limits over the dataclass defaults (a set gives only what it chose)."""
     if name not in LIMIT_SETS:

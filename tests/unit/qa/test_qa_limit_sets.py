@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from swapline_core.qa import decide
@@ -54,3 +55,23 @@ def test_a_face_past_a_labelled_only_limit_fails_with_a_reason():
     if th.max_detail_ratio < decide.OFF:
         assert any(r.startswith("pasted texture") for r in reasons)
     assert decide.face_reasons(decide.limit_set(CAL), face) == []
+
+
+def test_the_report_says_where_the_limits_hold_and_names_a_flagged_source():
+    from swapline_core.faces.source_check import check_sources, warnings_of
+    from swapline_core.types import Face, SourceIdentity
+
+    cal = decide.limits_note(CAL)
+    assert "not measured against faces labelled by eye" in cal
+    scope = decide.limits_note("viewer-labelled (mesh swap)")
+    assert "sharp, evenly lit source photos" in scope and "flagged" not in scope
+    # a source the source check warns about (a face 20 px between the eyes) is named, with its numbers
+    face = Face(bbox=np.array([40, 40, 80, 90], np.float32), score=0.99,
+                kps=np.array([[50, 60], [70, 60], [60, 70], [52, 80], [68, 80]], np.float32))
+    img = np.full((160, 160, 3), 128, np.uint8)
+    fm = SourceIdentity(np.zeros(128, np.float32), "dlib", img, face,
+                        metadata={"source_check": check_sources([img], [face])})
+    warned = warnings_of(fm)
+    assert warned and "20.0 px apart" in warned[0]
+    note = decide.limits_note("viewer-labelled (mesh swap)", warned)
+    assert note.startswith(scope) and "flagged by Build Face Model" in note and "20.0 px apart" in note
