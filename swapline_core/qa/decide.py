@@ -111,7 +111,7 @@ def resolve_limit_set(name: str, swap_methods: Sequence[str] = ()) -> str:
     return "calibrated (sample clip)"
 
 
-def limits_note(name: str, source_warnings: Sequence[str] = ()) -> str | None:
+def limits_note(name: str, source_warnings: Sequence[str] = ()) -> str:
     """What the report says about how far the chosen limit set's verdicts are known to hold. The
     labelled sets were chosen on faces swapped from sharp, evenly lit, frontal source photos: with
     a small, side-lit or unusual one the gate passed faces viewers reject about half the time on
