@@ -96,18 +96,25 @@ SHADING_MIN_PX = 4.0
 PREFILTER_RATIO = 1.19
 
 
-def prefiltered(src_img: np.ndarray, src: np.ndarray, size: float) -> tuple[np.ndarray, np.ndarray]:
+def prefiltered(src_img: np.ndarray, src: np.ndarray, size: float,
+                levels: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(the source photo and its mesh points) shrunk to about the target face's ``size``, in
-    quarter-octave steps, when the source face is larger than PREFILTER_RATIO x that."""
+    quarter-octave steps, when the source face is larger than PREFILTER_RATIO x that. ``levels``
+    keeps each step's shrunk photo for the next face of the same source (``MeshSwapper.swap``)."""
     src_size = float(max(src.max(axis=0) - src.min(axis=0)))
     ratio = src_size / max(size, 1.0)
     if ratio < PREFILTER_RATIO:
         return src_img, src
     f = 2.0 ** -(np.floor(np.log2(ratio) * 4.0) / 4.0)
-    h, w = src_img.shape[:2]
-    small = cv2.resize(src_img, (max(1, round(w * f)), max(1, round(h * f))), interpolation=cv2.INTER_AREA)
-    scale = np.array([small.shape[1] / w, small.shape[0] / h], np.float32)
-    return small.reshape(small.shape[0], small.shape[1], -1), (src * scale).astype(np.float32)
+    small = None if levels is None else levels.get(f)
+    if small is None:
+        h, w = src_img.shape[:2]
+        small = cv2.resize(src_img, (max(1, round(w * f)), max(1, round(h * f))), interpolation=cv2.INTER_AREA)
+        small = small.reshape(small.shape[0], small.shape[1], -1)
+        if levels is not None:
+            levels[f] = small
+    scale = np.array([small.shape[1] / src_img.shape[1], small.shape[0] / src_img.shape[0]], np.float32)
+    return small, (src * scale).astype(np.float32)
 
 
 def _area(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -330,6 +337,7 @@ class MeshSwapper(FaceSwapper):
     def swap(self, images: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
              source: SourceIdentity) -> list[list[SwapPatch]]:
         src, src_img, hidden = self.source_mesh(source)
+        levels: dict[float, np.ndarray] = {}         # the source shrunk per size step, shared by the frames
         # every face's mesh in a few batched invokes, before the per-frame work on threads
         tracked = self.analyzer.track(images, faces, depth=True) if any(faces) else [[] for _ in faces]
 
@@ -341,15 +349,16 @@ class MeshSwapper(FaceSwapper):
                 if presence < PRESENCE:
                     out.append(SwapPatch.refusal(f"face mesh presence {presence:.2f} below {PRESENCE}"))
                 else:
-                    out.append(self.swap_face(frame, mesh, src_img, src, hidden))
+                    out.append(self.swap_face(frame, mesh, src_img, src, hidden, levels))
             return out
 
         return map_frames(one_frame, zip(images, tracked))
 
     def swap_face(self, frame: np.ndarray, dst: np.ndarray, src_img: np.ndarray, src: np.ndarray,
-                  hidden: np.ndarray | None = None) -> SwapPatch:
+                  hidden: np.ndarray | None = None, levels: dict | None = None) -> SwapPatch:
         """One face: ``dst`` its mesh in ``frame`` (x, y and optionally depth), ``src`` the source's
-        in ``src_img``, ``hidden`` the source triangles its photo does not show."""
+        in ``src_img``, ``hidden`` the source triangles its photo does not show, ``levels`` the
+        source's shrunk copies made so far (``prefiltered``)."""
         h, w = frame.shape[:2]
         lo, hi = dst[:, :2].min(axis=0), dst[:, :2].max(axis=0)
         size = float(max(hi - lo))
@@ -364,7 +373,7 @@ class MeshSwapper(FaceSwapper):
         src_tris, flipped = source_triangles(src, d, self.tris, self.mirror, hidden, self.adjacency)
         label = rasterise(d, self.tris, patch_f.shape[:2])
         d = d[:, :2]
-        src_img, src = prefiltered(src_img, src, size)
+        src_img, src = prefiltered(src_img, src, size, levels)
         warped, valid = warp(src_img, label, affines(d, src, self.tris, src_tris))
         warped, skin_w = warped[..., :3], warped[..., 3] / 255.0
         warped = mirror_seam(warped, valid, flipped[np.maximum(label, 0)] & (label >= 0), size)

@@ -248,4 +248,3 @@ def test_prefiltered_shrinks_a_larger_source_and_its_points_together():
     assert np.allclose(small_pts, pts * np.array([f, small.shape[0] / img.shape[0]]), atol=1e-4)
     # area averaging: the noise a bilinear sample would alias into the paste is averaged out
     assert small[..., 0].std() < 0.5 * img[..., 0].std()
-
