@@ -47,6 +47,10 @@ SPECS: dict[str, tuple[float, float, float, str]] = {
     "max_detail_ratio": (0.0, 20.0, 0.05,
                          "Maximum fine detail of the result over the target's (pasted stubble, stripes, edges "
                          "read high)."),
+    "max_texture_excess": (0.0, 20.0, 0.05,
+                           "Maximum fine detail of the result over the target's where on the face's skin it is "
+                           "worst (95th percentile of the local ratio): a patch of pasted stubble or specks on a "
+                           "smooth cheek reads high."),
     "min_coverage": (0.0, 1.0, 0.01, "The job fails when a tracked face is swapped in fewer of its frames."),
 }
 # The limits the gate itself took before the fold: still read from old API prompts for one release.
@@ -132,7 +136,7 @@ class QALimitOverrides(io.ComfyNode):
                         max_flicker_ratio=ABSENT, max_mouth_delta=ABSENT, min_expression_corr=ABSENT,
                         max_occluder_overwrite=ABSENT, max_colour_cast=ABSENT, max_seam_ratio=ABSENT,
                         max_bleed=ABSENT, max_offface=ABSENT, max_blotch=ABSENT, max_detail_ratio=ABSENT,
-                        min_coverage=ABSENT):
+                        max_texture_excess=ABSENT, min_coverage=ABSENT):
         # core's min of -1 lets any value down to -1 through; a negative limit on a non-negative metric
         # (say max_seam_ratio -0.5) would fail every face, so only -1 itself means "unset"
         values = {name: value for name, value in locals().items() if name in SPECS}

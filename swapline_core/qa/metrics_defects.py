@@ -11,6 +11,11 @@ Each compares the result with the target on the same crop and regions as
 - ``edge_loss``: of the target's strong edges around the features and over the face (glasses frames,
   lens edges, hair strands; the eyes, brows and lips themselves are left out), the share the result
   lost (its gradient under half the target's): glasses painted over, lens edges cut;
+- ``texture_excess``: where on the skin the result's finest texture most exceeds the target's: the
+  95th percentile, over the face's skin, of the local ratio of fine-band energy (result over
+  target), read at a fixed viewing size of the face. ``detail_ratio`` averages over the whole face,
+  so a patch of pasted stubble, specks or a blotchy smear on a smooth cheek is diluted by the rest;
+  here it is what is read;
 - ``feature_contrast``: the contrast of the result's eyes, brows and lips against the target's (RMS
   of a band-pass of lightness at the features' own scale, 0.02-0.05 face sizes, over the target's
   feature regions): a ghost face, washed out or half showing the target through, reads low (< 1).
@@ -33,6 +38,16 @@ MIN_PIXELS = 16
 CONTRAST_BAND = (0.02, 0.05)
 CONTRAST_FLOOR = (0.5, 0.8)
 CONTRAST_EPS = 0.05    # L* units added to both energies: a flat target does not divide by zero
+# texture excess: the face is read at TEXTURE_VIEW px (sqrt of the hull's area; about the size a
+# labeller sees it at on the labelled crops) so the band means the same on a 40 px and a 400 px
+# face; the band is grey between Gaussian sigmas TEXTURE_BAND px, its energy averaged over
+# TEXTURE_SMOOTH px (a patch, not a pixel), TEXTURE_EPS grey levels squared added to both energies
+# (a flat target does not divide by zero), and the TEXTURE_QUANTILE-th percentile over the skin.
+TEXTURE_VIEW = 96.0
+TEXTURE_BAND = (0.5, 1.2)
+TEXTURE_SMOOTH = 6.0
+TEXTURE_EPS = 1.0
+TEXTURE_QUANTILE = 95.0
 
 
 def _grad(grey: np.ndarray) -> np.ndarray:
@@ -46,7 +61,7 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
     """``o``/``s``: target/result RGB crops; ``lo``/``ls`` their Lab; ``reg``: face_regions;
     ``occ``: the target's occluders on the crop (bool)."""
     out: dict = {"detail_ratio": None, "blotch": None, "edge_loss": None,
-                 "feature_contrast": feature_contrast(lo, ls, reg, occ)}
+                 "feature_contrast": feature_contrast(lo, ls, reg, occ), "texture_excess": None}
     hull = reg["hull"]
     go = cv2.cvtColor(o, cv2.COLOR_RGB2GRAY).astype(np.float32)
     gs = cv2.cvtColor(s, cv2.COLOR_RGB2GRAY).astype(np.float32)
@@ -61,6 +76,7 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
         d = cv2.GaussianBlur(ls[..., 0] - lo[..., 0], (0, 0), sigma)[skin]
         p5, p95 = np.percentile(d, (5, 95))
         out["blotch"] = float(p95 - p5)
+        out["texture_excess"] = texture_excess(go, gs, skin, reg["size"])
     # occluders count here: their edges (frames, lens rims) are what a paste must not lose
     around = reg["grown"] & ~reg["features"]
     if around.sum() >= MIN_PIXELS:
@@ -70,6 +86,27 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
         if strong.sum() >= MIN_PIXELS:
             out["edge_loss"] = float((grs[strong] < LOST * gro[strong]).mean())
     return out
+
+
+def texture_excess(go: np.ndarray, gs: np.ndarray, skin: np.ndarray, size: float) -> float | None:
+    """The TEXTURE_QUANTILE-th percentile over ``skin`` (bool map) of sqrt(local fine-band energy
+    of ``gs`` over that of ``go``) (grey float32 crops of result and target), both read with the
+    face (``size`` px, sqrt of its hull's area) scaled to TEXTURE_VIEW px."""
+    k = TEXTURE_VIEW / max(size, 1.0)
+    h, w = go.shape[:2]
+    view = (max(8, round(w * k)), max(8, round(h * k)))
+    interp = cv2.INTER_AREA if k < 1 else cv2.INTER_CUBIC
+    m = cv2.resize(skin.astype(np.uint8), view, interpolation=cv2.INTER_NEAREST) > 0
+    if m.sum() < MIN_PIXELS:
+        return None
+
+    def energy(g: np.ndarray) -> np.ndarray:
+        g = cv2.resize(g, view, interpolation=interp)
+        b = cv2.GaussianBlur(g, (0, 0), TEXTURE_BAND[0]) - cv2.GaussianBlur(g, (0, 0), TEXTURE_BAND[1])
+        return cv2.GaussianBlur(b * b, (0, 0), TEXTURE_SMOOTH)[m]
+
+    ratio = np.sqrt((energy(gs) + TEXTURE_EPS) / (energy(go) + TEXTURE_EPS))
+    return float(np.percentile(ratio, TEXTURE_QUANTILE))
 
 
 def _band_rms(light: np.ndarray, mask: np.ndarray, s1: float, s2: float) -> float:
