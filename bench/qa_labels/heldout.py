@@ -4,6 +4,7 @@
     QA_LABELS_SET=heldout .venv/bin/python -m bench.qa_labels.build --swapper mesh4 --sources ...
     QA_LABELS_SET=heldout .venv/bin/python -m bench.qa_labels.labels sheets --mixed heldout-1
     QA_LABELS_SET=heldout .venv/bin/python -m bench.qa_labels.heldout --measure --doc
+    QA_LABELS_SET=heldout2 ...   # the second check, the same commands: the qualifying clips left over
 
 The candidates are the clips of the video wheel (comfyui-workflow-templates-media-video 0.3.101) that
 no file of this repository named when the check was made: not the development set, not issue 48's
@@ -13,7 +14,9 @@ analyzer's detector; a clip qualifies when its largest face is at least MIN_SIDE
 MIN_FRAMES of them; a seeded shuffle of the qualifying clips, the first COUNT. Nothing is tuned on
 these clips: their labels measure the limits and the swap chosen on the development set, and a
 change made after looking at them would make them development clips (say so, and choose anew from
-what is left).
+what is left). The first check took the first COUNT of the shuffle (set ``heldout``); the clips
+that qualified after them (set ``heldout2``) were kept unseen for a second check, once the first
+had decided changes.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from ..paths import QUALITY_MEDIA, REPO
 
 ROOT = Path(__file__).resolve().parent / "heldout"
 CLIPS_JSON = ROOT / "clips.json"
-DOC = REPO / "docs" / "measurements" / "qa_heldout.md"
+DOCS = {"heldout": REPO / "docs" / "measurements" / "qa_heldout.md",
+        "heldout2": REPO / "docs" / "measurements" / "qa_heldout2.md"}
 # the limit set the shipped workflow's "auto" choice applies to each built-in path (qa/decide.py)
 LIMIT_SET = {"classical": "viewer-labelled (strict)"}
 MESH_LIMIT_SET = "viewer-labelled (mesh swap)"
@@ -55,11 +59,21 @@ CANDIDATES = (
 )
 
 
-def clips() -> list[dict]:
-    """The chosen clips ({name, shows, ...}) from clips.json; an error says how to choose them."""
+def clips(set_name: str = "heldout") -> list[dict]:
+    """The clips ({name, shows, ...}) of a held-out set from clips.json: ``heldout`` the chosen
+    ones, ``heldout2`` the qualifying ones after them in the same seeded shuffle; an error says
+    how to choose them."""
     if not CLIPS_JSON.is_file():
         raise SystemExit(f"{CLIPS_JSON} is missing: run python -m bench.qa_labels.heldout to choose the clips")
-    return json.loads(CLIPS_JSON.read_text())["chosen"]
+    res = json.loads(CLIPS_JSON.read_text())
+    if set_name == "heldout":
+        return res["chosen"]
+    order = res["qualifying"][:]
+    random.Random(res["rule"]["seed"]).shuffle(order)
+    if [c["name"] for c in res["chosen"]] != order[:res["rule"]["count"]]:
+        raise SystemExit(f"{CLIPS_JSON}: the chosen clips are not the first of the seeded shuffle; the rest "
+                         "cannot be told apart")
+    return [{"name": n, "shows": "", **res["readings"][n]} for n in order[res["rule"]["count"]:]]
 
 
 def fetch(names) -> list[Path]:
@@ -116,7 +130,7 @@ def measure() -> dict:
     from . import labels as qlabels
 
     if not build.HELDOUT:
-        raise SystemExit("run with QA_LABELS_SET=heldout: the figures are the held-out set's")
+        raise SystemExit("run with QA_LABELS_SET=heldout or heldout2: the figures are a held-out set's")
     out = {"clips": clips(), "paths": {}, "second_pass": qlabels.agreement()}
     built = [json.loads(x) for x in build.FACES.read_text().splitlines()]
     accepted = agreement.accepted()
@@ -171,7 +185,19 @@ def _ruler(a: dict) -> str:
             f"{a['first_ok_second_bad']}; first bad, second ok: {a['first_bad_second_ok']}).")
 
 
-def page(res: dict, stamp: dict) -> str:
+# What each set's labels have been used for: every decision taken on them weakens the check.
+USES = {
+    "heldout": ("No limit or swap setting was chosen on these labels; they decided three changes made on the "
+                "development set (a gate reading dropped, the mesh6 and mesh7 swaps kept), and the labellers' words "
+                "(a striped patch at the chin) pointed to a defect then found and fixed on development faces, so "
+                "each further decision taken here weakens the check."),
+    "heldout2": ("These are the clips the same rule qualified after the first check's eight (the rest of the seeded "
+                 "shuffle), kept unseen until the first check's labels had decided changes; nothing has been "
+                 "chosen or decided on them."),
+}
+
+
+def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
     from swapline_core.qa.segments import FEW_FAILING_SHARE as FEW_SHARE
 
     from ..section import stamp_lines, table
@@ -185,10 +211,7 @@ def page(res: dict, stamp: dict) -> str:
              "repository named; largest BlazeFace face >= 60 px on 12 of the first 24 frames; a seeded shuffle). "
              "Every 2nd of the first 24 frames, QA set to *flag only*; the faces of every path shuffled together on "
              "the same sheets and labelled by eye, blind to every metric and to the path "
-             "(`bench/qa_labels/PROTOCOL.md`). No limit or swap setting was chosen on these labels; they decided "
-             "three changes made on the development set (a gate reading dropped, the mesh6 and mesh7 swaps kept), "
-             "and the labellers' words (a striped patch at the chin) pointed to a defect then found and fixed "
-             "on development faces, so each further decision taken here weakens the check. Sources: " + "; ".join(
+             "(`bench/qa_labels/PROTOCOL.md`). " + USES[set_name] + " Sources: " + "; ".join(
                  f"{p}: " + ", ".join(sorted(res["paths"][p]["per_source"])) for p in sorted(res["paths"])) + ".", "",
              "Clips: " + ", ".join(f"`{c['name']}`" for c in res["clips"]) + ".", "",
              "## What a viewer accepts (raw swapped faces)", ""]
@@ -242,16 +265,17 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--again", action="store_true", help="choose the clips again (only if none was labelled)")
     ap.add_argument("--measure", action="store_true", help="the figures on the labelled held-out faces")
-    ap.add_argument("--doc", action="store_true", help=f"with --measure: write {DOC.relative_to(REPO)}")
+    ap.add_argument("--doc", action="store_true", help="with --measure: write the set's page (DOCS)")
     a = ap.parse_args(argv)
     if a.measure:
         from .. import section
         from .agreement import emit
+        from .build import SET_NAME
 
         res = measure()
         if a.doc:
-            DOC.write_text(page(res, section.stamp("QA_LABELS_SET=heldout python -m bench.qa_labels.heldout "
-                                                   "--measure --doc")))
+            DOCS[SET_NAME].write_text(page(res, section.stamp(f"QA_LABELS_SET={SET_NAME} python -m "
+                                                              "bench.qa_labels.heldout --measure --doc"), SET_NAME))
         emit(res, None)
         return
     if CLIPS_JSON.is_file() and not a.again:

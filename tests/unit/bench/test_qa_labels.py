@@ -138,3 +138,36 @@ def test_the_held_out_clips_are_none_of_the_development_clips_and_were_chosen_by
     assert faces and {r["clip"] for r in faces} <= set(order[:heldout.COUNT])
     labelled = {json.loads(x)["id"] for x in (heldout.ROOT / "labels.jsonl").read_text().splitlines()}
     assert labelled == {r["id"] for r in faces if r.get("crop")}      # every swapped face labelled
+
+
+def test_the_second_held_out_set_is_the_rest_of_the_same_shuffle():
+    """heldout2: the qualifying clips after the first check's, in the same seeded order; none of
+    them a development clip or one of the first check's."""
+    import random
+
+    from bench.qa_labels import heldout
+
+    record = json.loads(heldout.CLIPS_JSON.read_text())
+    order = record["qualifying"][:]
+    random.Random(heldout.SEED).shuffle(order)
+    second = [c["name"] for c in heldout.clips("heldout2")]
+    assert second == order[heldout.COUNT:] and second
+    assert not set(second) & {c["name"] for c in heldout.clips()}
+    assert not set(second) & {c.name for c in build.CLIPS}
+
+
+def test_a_crop_is_the_same_picture_within_a_few_grey_levels():
+    import cv2
+
+    rng = np.random.default_rng(3)
+    img = rng.integers(40, 200, (64, 128, 3)).astype(np.uint8)
+    jpeg = lambda a: cv2.imencode(".jpg", a, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()  # noqa: E731
+    old = jpeg(img)
+    assert build.same_picture(old, old)
+    nudged = img.copy()
+    nudged[10:12, 10:12] += 3                  # a rerun's rounding: invisible
+    assert build.same_picture(jpeg(nudged), old)
+    changed = img.copy()
+    changed[20:40, 20:60] = 255                # a patch a labeller would see
+    assert not build.same_picture(jpeg(changed), old)
+    assert not build.same_picture(None, old)
