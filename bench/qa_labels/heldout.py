@@ -188,9 +188,10 @@ def _ruler(a: dict) -> str:
 # What each set's labels have been used for: every decision taken on them weakens the check.
 USES = {
     "heldout": ("No limit or swap setting was chosen on these labels; they decided three changes made on the "
-                "development set (a gate reading dropped, the mesh6 and mesh7 swaps kept), and the labellers' words "
-                "(a striped patch at the chin) pointed to a defect then found and fixed on development faces, so "
-                "each further decision taken here weakens the check."),
+                "development set (a gate reading dropped, the mesh6 and mesh7 swaps kept) and were read once more "
+                "for the texture-excess limit set (mesh7's faces re-read by the gate, `--regate`), and the "
+                "labellers' words (a striped patch at the chin) pointed to a defect then found and fixed on "
+                "development faces, so each further decision taken here weakens the check."),
     "heldout2": ("These are the clips the same rule qualified after the first check's eight (the rest of the seeded "
                  "shuffle), kept unseen until the first check's labels had decided changes; nothing has been "
                  "chosen or decided on them."),
@@ -232,7 +233,8 @@ def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
         _ruler(res.get("second_pass") or {}), "",
         "## The gate against the labels", "",
         "A passed face is a positive: precision = share of passed faces a viewer accepts, recall = share of "
-        "accepted faces passed. *As run*: the verdicts the gate gave when the faces were made; *limits now*: "
+        "accepted faces passed. *As run*: the verdicts the gate gave when the faces were made or last re-read "
+        "(`build --regate`, `gate_meta.json`); *limits now*: "
         "the path's labelled limit set in the tree (chosen on the development set's labels only).", ""]
     g = [[p, *(f"{res['paths'][p][k]['precision']} / {res['paths'][p][k]['recall']} "
                f"({res['paths'][p][k]['passed']} passed)" for k in ("as_run", "limits_now")),
