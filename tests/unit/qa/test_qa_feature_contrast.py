@@ -16,29 +16,14 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.faces import identity as face_model  # noqa: E402
 from swapline_core.qa import gate  # noqa: E402
 from swapline_core.qa.metrics_image import image_metrics, occluder_regions  # noqa: E402
 
-TARGET = ROOT / "assets" / "samples" / "target_reference.png"
 SOURCE = ROOT / "assets" / "samples" / "source_face.png"
 
 
-@pytest.fixture(scope="module")
-def analyzer():
-    return BuiltinAnalyzer()
-
-
-@pytest.fixture(scope="module")
-def face(analyzer):
-    im = np.array(Image.open(TARGET).convert("RGB"))
-    found = analyzer.detect([im])
-    assert found[0], "the built-in analyzer finds no face in target_reference.png"
-    analyzer.landmarks68([im], found)
-    f = found[0][0]
-    assert f.landmarks is not None
-    return im, f
+# the fixtures ``analyzer`` and ``face`` (the target frame and its face): conftest.py
 
 
 def _paste(im: np.ndarray, lm: np.ndarray, changed: np.ndarray) -> np.ndarray:

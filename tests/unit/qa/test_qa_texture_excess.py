@@ -15,24 +15,15 @@ sys.path.insert(0, str(ROOT))
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from PIL import Image  # noqa: E402
 
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer  # noqa: E402
 from swapline_core.qa import decide  # noqa: E402
 from swapline_core.qa.metrics_image import image_metrics  # noqa: E402
 
-TARGET = ROOT / "assets" / "samples" / "target_reference.png"
-
 
 @pytest.fixture(scope="module")
-def face():
-    analyzer = BuiltinAnalyzer()
-    im = np.array(Image.open(TARGET).convert("RGB"))
-    found = analyzer.detect([im])
-    assert found[0], "the built-in analyzer finds no face in target_reference.png"
-    analyzer.landmarks68([im], found)
-    f = found[0][0]
-    assert f.landmarks is not None
+def face_lm(face):
+    """(the target frame, its face's 68 points): the ``face`` fixture of conftest.py."""
+    im, f = face
     return im, f.landmarks
 
 
@@ -56,13 +47,13 @@ def _read(o, s, lm) -> dict:
     return m
 
 
-def test_unchanged_face_reads_one(face):
-    im, lm = face
+def test_unchanged_face_reads_one(face_lm):
+    im, lm = face_lm
     assert _read(im, im.copy(), lm)["texture_excess"] == pytest.approx(1.0, abs=1e-6)
 
 
-def test_specks_on_one_cheek_read_high_where_the_face_wide_ratio_hardly_moves(face):
-    im, lm = face
+def test_specks_on_one_cheek_read_high_where_the_face_wide_ratio_hardly_moves(face_lm):
+    im, lm = face_lm
     m = _read(im, _specks(im, lm), lm)
     assert m["texture_excess"] > 1.5, m["texture_excess"]
     # the face-wide average dilutes the patch: the reason for a reading of where it is worst
@@ -70,16 +61,16 @@ def test_specks_on_one_cheek_read_high_where_the_face_wide_ratio_hardly_moves(fa
     assert m["texture_excess"] - 1 > 2 * (m["detail_ratio"] - 1), (m["texture_excess"], m["detail_ratio"])
 
 
-def test_softened_face_does_not_read_high(face):
-    im, lm = face
+def test_softened_face_does_not_read_high(face_lm):
+    im, lm = face_lm
     soft = cv2.GaussianBlur(im, (0, 0), 2.0)
     assert _read(im, soft, lm)["texture_excess"] <= 1.0
 
 
-def test_face_pixel_size_does_not_set_the_reading(face):
+def test_face_pixel_size_does_not_set_the_reading(face_lm):
     # read at a fixed viewing size of the face: the same specked face at half the resolution reads
     # about the same
-    im, lm = face
+    im, lm = face_lm
     specked = _specks(im, lm)
     full = _read(im, specked, lm)["texture_excess"]
     h, w = im.shape[:2]
@@ -88,8 +79,8 @@ def test_face_pixel_size_does_not_set_the_reading(face):
     assert full > 1.5 and half > 1.3 and abs(full - half) < 0.35 * (full - 1), (full, half)
 
 
-def test_a_limit_fails_the_face_and_names_the_reading(face):
-    im, lm = face
+def test_a_limit_fails_the_face_and_names_the_reading(face_lm):
+    im, lm = face_lm
     v = _read(im, _specks(im, lm), lm)["texture_excess"]
     record = {"swapped": True, "redetected": True, "identity": 0.95, "texture_excess": v}
     strict = decide.QAThresholds(min_identity=0.0, max_texture_excess=v - 0.1)
