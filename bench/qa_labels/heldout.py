@@ -193,8 +193,9 @@ USES = {
                 "labellers' words (a striped patch at the chin) pointed to a defect then found and fixed on "
                 "development faces, so each further decision taken here weakens the check."),
     "heldout2": ("These are the clips the same rule qualified after the first check's eight (the rest of the seeded "
-                 "shuffle), kept unseen until the first check's labels had decided changes; nothing has been "
-                 "chosen or decided on them."),
+                 "shuffle), kept unseen until the first check's labels had decided changes. No limit or swap "
+                 "setting was chosen on them; they were read once, to check the texture-excess limit set chosen "
+                 "on the development set before it shipped (docs/qa.md)."),
 }
 
 
