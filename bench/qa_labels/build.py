@@ -321,11 +321,14 @@ def regate(log=print, paths: list[str] | None = None) -> list[str]:
             face_rows, gate_rows, crops = run_pairs(clip, src, res, frames, EVERY, "", swapper)
             for r in face_rows:
                 old = want.get(r["id"])
-                if old is None or (old.get("crop") and not same_picture(crops.get(Path(old["crop"]).name),
-                                                                        (SET / old["crop"]).read_bytes())):
+                if old is None:
                     changed.append(r["id"])
-                elif old.get("crop") and crops.get(Path(old["crop"]).name) != (SET / old["crop"]).read_bytes():
-                    near += 1
+                elif old.get("crop"):
+                    new, labelled = crops.get(Path(old["crop"]).name), (SET / old["crop"]).read_bytes()
+                    if not same_picture(new, labelled):
+                        changed.append(r["id"])
+                    elif new != labelled:
+                        near += 1
             gate += gate_rows
             log(f"qa_labels regate: {swapper}: {clip.name} x {src.name}: {len(gate_rows)} records")
     if changed:

@@ -131,7 +131,7 @@ def measure() -> dict:
 
     if not build.HELDOUT:
         raise SystemExit("run with QA_LABELS_SET=heldout or heldout2: the figures are a held-out set's")
-    out = {"clips": clips(), "paths": {}, "second_pass": qlabels.agreement()}
+    out = {"clips": clips(build.SET_NAME), "paths": {}, "second_pass": qlabels.agreement()}
     built = [json.loads(x) for x in build.FACES.read_text().splitlines()]
     accepted = agreement.accepted()
     for path in build.SWAPPERS:

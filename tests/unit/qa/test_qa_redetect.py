@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from swapline_core.backends.builtin_analyzer import BuiltinAnalyzer
 from swapline_core.faces.tracking import iou
 from swapline_core.qa import gate
 
@@ -13,9 +12,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PHOTO = ROOT / "assets" / "samples" / "target_reference.png"
 
 
-@pytest.fixture(scope="module")
-def analyzer():
-    return BuiltinAnalyzer()
+# ``analyzer``: conftest.py
 
 
 @pytest.fixture(scope="module")
