@@ -89,6 +89,8 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
                     rules.switched_off(it.info["rules"], rules.NOTE_OF.get(k, k), why)
     if opts.builtin_occlusion and rules.enabled(off, "wires"):
         map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
+    if opts.builtin_occlusion and rules.enabled(off, "rims"):
+        map_frames(lambda it: builtin.keep_rims(it, frames[it.i]), items)
     if opts.builtin_occlusion and rules.enabled(off, "hands"):
         _keep_hands(frames, items)
     for it in items:

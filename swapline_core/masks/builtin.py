@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from ..parallel import map_frames
-from . import beside, chroma, rules, rules_off, temporal, texture, wires
+from . import beside, chroma, rims, rules, rules_off, temporal, texture, wires
 from . import glasses as glasses_mod
 from . import mouth as mouth_mod
 from . import occlusion as occ
@@ -264,6 +264,16 @@ def keep_wires(it, frame: np.ndarray) -> None:
     hard, info = wires.lines(crop, it.kps, it.lm)
     it.info["wires"] = info.get("wire_px", 0)
     keep_pixels(it, "wires", hard)
+
+
+def keep_rims(it, frame: np.ndarray) -> None:
+    """A glasses rim closed around an eye and the lens it holds (``rims``) keep the target's pixels
+    exactly, on top of the occlusion part; judged on this frame's own pixels."""
+    x0, y0 = (int(v) for v in it.origin)
+    crop = frame[y0:y0 + it.shape[0], x0:x0 + it.shape[1]]
+    hard, info = rims.rims(crop, it.kps, it.lm)
+    it.info["rims"] = info.get("rims", 0)
+    keep_pixels(it, "rims", hard)
 
 
 def keep_pixels(it, rule: str, hard: np.ndarray) -> None:

@@ -48,6 +48,9 @@ RULES: tuple[Rule, ...] = (
                     "and tinted like the target's", KEPT, "glasses"),
     Rule("wires", "thin lines over the eyes (wire and rimless frames, bridge, temples), too thin for the colour "
                   "tests", KEPT, "wires"),
+    Rule("rims", "a rim (any colour) closed round an eye on one ellipse: it and the lens it holds keep the "
+                 "target's pixels (thin metal frames on tinted lenses, which neither colour nor wires see)",
+         KEPT, "rims"),
     Rule("glare", "a bright blob whose edge fades in like light is sunlit skin, not an object: swapped",
          "px released", "occlusion._glare"),
     Rule("beside", "skin samples that match the background beside a turned face are not fitted as skin",

@@ -30,7 +30,8 @@ import numpy as np
 # 12: skin samples of a colour skin never has are not a skin tone, and off-hue blobs are not glare
 #     (goggles and visors over the eyes are kept).
 # 13: skin samples that match the background beside the face are not a skin tone (masks/beside.py).
-ALGORITHM_VERSION = 13
+# 14: a glasses rim closed round an eye keeps the target's pixels with its lens (masks/rims.py).
+ALGORITHM_VERSION = 14
 
 
 def stage_key(*parts) -> str:
