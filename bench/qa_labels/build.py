@@ -73,7 +73,8 @@ QA_POLICY = "flag only"
 # skin, the texture finer than the shading scale matched on skin only (a0e6219: labelled no better
 # than mesh4 on round mixed-6 and on the held-out clips, and reverted); "mesh6" with busy source
 # texture not pasted (c38d6cf); "mesh7" with the source shrunk to the target face's size before the
-# warp, softened to the target's sharpness, and a finer shading floor.
+# warp, softened to the target's sharpness, and a finer shading floor; "mesh8" with a glasses rim
+# closed round an eye kept with its lens (masks/rims.py).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -82,10 +83,11 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh4": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh5": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh6": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh7": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh7": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh8": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
-             "mesh6": MESH, "mesh7": MESH}
+             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
