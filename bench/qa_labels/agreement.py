@@ -81,7 +81,7 @@ def auc(rows: list[dict], metric: str, direction: str) -> float | None:
     """P(a bad face reads worse than a good one) on this metric; 0.5: no separation. Faces without a
     value are left out; None when one class has none."""
     v = _values(rows, metric)
-    ok = np.array([r["acceptable"] for r in rows])
+    ok = np.array([r["acceptable"] for r in rows], bool)
     has = np.isfinite(v)
     good, bad = v[has & ok], v[has & ~ok]
     if not len(good) or not len(bad):
@@ -115,7 +115,7 @@ def scores(acceptable: np.ndarray, passed: np.ndarray) -> dict:
 
 def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
     """Limits and whether re-detection is required, by the rule in the module docstring."""
-    acc = np.array([r["acceptable"] for r in rows])
+    acc = np.array([r["acceptable"] for r in rows], bool)
     # only metrics the gate can apply (a QAThresholds field) may fail a face
     usable = [(m, d) for m, d in METRICS
               if m in FIELD and (a := auc(rows, m, d)) is not None and a >= MIN_AUC]
@@ -214,7 +214,7 @@ def measure_path(path: str) -> dict:
     from . import policy
 
     rows = table(path)
-    acc = np.array([r["acceptable"] for r in rows])
+    acc = np.array([r["acceptable"] for r in rows], bool)
     shipped = np.array([r["shipped_pass"] for r in rows])
     loco, loco_limits = leave_one_clip_out(rows)
     full_limits, full_red = choose(rows)

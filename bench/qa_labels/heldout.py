@@ -138,7 +138,7 @@ def measure() -> dict:
         rows = agreement.table(path)
         if not rows:
             continue
-        acc = np.array([r["acceptable"] for r in rows])
+        acc = np.array([r["acceptable"] for r in rows], bool)
         as_run = np.array([r["shipped_pass"] for r in rows])
         name = LIMIT_SET.get(path, MESH_LIMIT_SET)
         th = limit_set(name)

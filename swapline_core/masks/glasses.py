@@ -33,7 +33,7 @@ RING_CONTRAST = 0.08    # chroma (Lab, /100) the frame must have above the lens 
 MIN_RING_SHARE = 0.75   # rays that must meet the frame: a closed (or nearly closed) ring
 THIN_RING = 0.3         # the frame is a band: along most rays it ends within this many eye distances
 OPAQUE_L = 18.0         # a "lens" darker than this (Lab L) is opaque (sunglasses, a bar): an occluder
-FRAME_OVER_SKIN = 0.02  # chroma the frame must have above the skin samples' 90th percentile
+FRAME_OVER_SKIN = 0.06  # chroma the frame must have above the skin samples' 90th percentile
 # Pseudo skin distance given to frame pixels: what one frame alone decides (builtin.STRONG_SIGMA),
 # not more: occluder_mask's blur carried 8.0 onto the skin beside the frame (measured on the sample
 # clip: 2 % more of frame 0's cheek pixels kept as the target's, and a still face's paste mask

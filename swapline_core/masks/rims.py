@@ -22,6 +22,8 @@ whose shape is far from an ellipse (a tall aviator's teardrop: the ellipse's sha
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 
@@ -31,12 +33,12 @@ WORK_IOD = 64.0     # px: eye distance the band is judged at (a rim 1.5-3 % of i
 EDGE = 6.0          # Lab delta E per px a rim's edge passes (Sobel, normalised to one pixel's step)
 MIN_SHARE = 0.8     # share of the ellipse's points on an edge: closed all round
 MIN_LEAD = 0.4      # ... above the better of the ellipses 0.75x inside and 1.3x outside it
-POINTS = 48         # points per ellipse
+POINTS = 36         # points per ellipse
 CLEAR = 0.7         # the eye opening lies inside the rim's ellipse shrunk to this
 REACH = 2           # px (work scale) the rim's edge may stray from the ellipse
 # grid, in eye distances: centre offsets along and across the eye line, half-width, half-height
-STEP = 0.04
-OFFSETS = np.arange(-0.12, 0.121, STEP)
+STEP, OFFSET_STEP = 0.04, 0.06
+OFFSETS = np.arange(-0.12, 0.121, OFFSET_STEP)
 HALF_W = np.arange(0.22, 0.701, STEP)
 HALF_H = np.arange(0.18, 0.561, STEP)
 
@@ -64,26 +66,45 @@ def edges(lab: np.ndarray) -> np.ndarray:
     return out
 
 
-def _ellipses(centre: np.ndarray, u: np.ndarray, iod: float, near: np.ndarray | None = None):
-    """(hypotheses x POINTS x 2 points, their normals' orientation bins, hypothesis parameters
-    (dx, dy, a, b) in px): the grid, or with ``near`` (one hypothesis, px) the half steps round it."""
-    v = np.array([-u[1], u[0]])
-    if near is None:
-        dx, dy, a, b = np.meshgrid(OFFSETS, OFFSETS, HALF_W, HALF_H, indexing="ij")
-    else:
-        half = STEP / 2 * np.array([-1.0, 0.0, 1.0])
-        dx, dy, a, b = np.meshgrid(*(near[i] / iod + half for i in range(4)), indexing="ij")
+_T = np.linspace(0, 2 * np.pi, POINTS, endpoint=False)
+
+
+def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For hypotheses ``q`` (dx, dy, a, b), in eye distances: their points along and across the
+    eye line (two hypotheses x POINTS arrays) and their normals' angle from the eye line."""
+    along = q[:, 0, None] + q[:, 2, None] * np.cos(_T)
+    across = q[:, 1, None] + q[:, 3, None] * np.sin(_T)
+    return along, across, np.arctan2(q[:, 2, None] * np.sin(_T), q[:, 3, None] * np.cos(_T))
+
+
+@lru_cache(maxsize=1)
+def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The hypotheses' grid and its :func:`_shape` (the same for every eye: worked out once)."""
+    dx, dy, a, b = np.meshgrid(OFFSETS, OFFSETS, HALF_W, HALF_H, indexing="ij")
     keep = b <= 1.2 * a
-    p = np.stack([dx[keep], dy[keep], a[keep], b[keep]], 1) * iod
-    t = np.linspace(0, 2 * np.pi, POINTS, endpoint=False)
-    cx = centre[0] + p[:, 0, None] * u[0] + p[:, 1, None] * v[0]
-    cy = centre[1] + p[:, 0, None] * u[1] + p[:, 1, None] * v[1]
-    ca, sb = p[:, 2, None] * np.cos(t), p[:, 3, None] * np.sin(t)
-    pts = np.stack([cx + ca * u[0] + sb * v[0], cy + ca * u[1] + sb * v[1]], -1)
-    na, nb = p[:, 3, None] * np.cos(t), p[:, 2, None] * np.sin(t)       # the normal in (u, v)
-    ang = np.arctan2(na * u[1] + nb * v[1], na * u[0] + nb * v[0])
-    bins = np.rint(np.mod(ang, np.pi) / np.pi * DIRECTIONS).astype(int) % DIRECTIONS
-    return pts, bins, p
+    q = np.stack([dx[keep], dy[keep], a[keep], b[keep]], 1)
+    return (q, *_shape(q))
+
+
+def _ellipses(centre: np.ndarray, u: np.ndarray, iod: float, near: np.ndarray | None = None, k: float = 0.5):
+    """(hypotheses x POINTS x 2 points, their normals' orientation bins, hypothesis parameters
+    (dx, dy, a, b) in px): the grid, or with ``near`` (one hypothesis, px) ``k`` grid steps round it."""
+    if near is None:
+        q, along, across, ang = _grid()
+    else:
+        half = np.array([-k, 0.0, k])
+        steps = (OFFSET_STEP, OFFSET_STEP, STEP, STEP)
+        dx, dy, a, b = np.meshgrid(*(near[i] / iod + st * half for i, st in enumerate(steps)), indexing="ij")
+        keep = b <= 1.2 * a
+        q = np.stack([dx[keep], dy[keep], a[keep], b[keep]], 1)
+        along, across, ang = _shape(q)
+    v = np.array([-u[1], u[0]])
+    pts = np.empty(along.shape + (2,))
+    pts[..., 0] = centre[0] + iod * (along * u[0] + across * v[0])
+    pts[..., 1] = centre[1] + iod * (along * u[1] + across * v[1])
+    turn = np.arctan2(u[1], u[0])
+    bins = np.rint(np.mod(ang + turn, np.pi) * (DIRECTIONS / np.pi)).astype(int) % DIRECTIONS
+    return pts, bins, q * iod
 
 
 def _share(on: np.ndarray, pts: np.ndarray, bins: np.ndarray) -> np.ndarray:
@@ -113,14 +134,21 @@ def _clear_of(opening: np.ndarray, p: np.ndarray, u: np.ndarray, centre: np.ndar
     return (r <= 1.0).all(-1)
 
 
-def _judged(on, centre, u, iod, opening, near=None):
-    pts, bins, p = _ellipses(centre, u, iod, near)
-    share = _share(on, pts, bins)
-    lead = share - np.maximum(_share(on, _scaled(pts, p, u, centre, 0.75), bins),
-                              _share(on, _scaled(pts, p, u, centre, 1.3), bins))
-    ok = (share >= MIN_SHARE) & (lead >= MIN_LEAD)
+def _judged(on, centre, u, iod, opening, near=None, k=0.5):
+    pts, bins, p = _ellipses(centre, u, iod, near, k)
     if opening is not None:
-        ok &= _clear_of(opening, p, u, centre)
+        clear = _clear_of(opening, p, u, centre)
+        if not clear.any():
+            return None, None, False, {"share": 0.0, "lead": 0.0}
+        pts, bins, p = pts[clear], bins[clear], p[clear]
+    share = _share(on, pts, bins)
+    # the shares inside and outside only where the ellipse's own passes (a fraction of the grid)
+    lead = share.copy()
+    c = np.flatnonzero(share >= MIN_SHARE)
+    if len(c):
+        lead[c] -= np.maximum(_share(on, _scaled(pts[c], p[c], u, centre, 0.75), bins[c]),
+                              _share(on, _scaled(pts[c], p[c], u, centre, 1.3), bins[c]))
+    ok = (share >= MIN_SHARE) & (lead >= MIN_LEAD)
     k = int(np.argmax(np.where(ok, share + lead, -1.0))) if ok.any() else int(np.argmax(share + lead))
     return pts[k], p[k], bool(ok[k]), {"share": round(float(share[k]), 3), "lead": round(float(lead[k]), 3)}
 
@@ -128,13 +156,16 @@ def _judged(on, centre, u, iod, opening, near=None):
 def rim(on: np.ndarray, centre: np.ndarray, u: np.ndarray, iod: float, opening: np.ndarray | None = None
         ) -> tuple[np.ndarray | None, dict]:
     """The best ellipse round one eye that passes both shares and clears the eye opening
-    (``opening``: its outline's points, or None), found on the grid and then at half steps round
-    the grid's best: (its points, or None; readings)."""
+    (``opening``: its outline's points, or None), found on the grid and then at half and
+    quarter steps round the best: (its points, or None; readings)."""
     pts, p, ok, info = _judged(on, centre, u, iod, opening)
     if not ok:
         return None, info
-    pts2, _, ok2, info2 = _judged(on, centre, u, iod, opening, p)
-    return (pts2, info2) if ok2 else (pts, info)
+    for k in (0.5, 0.25):           # half, then quarter grid steps round the best so far
+        pts2, p2, ok2, info2 = _judged(on, centre, u, iod, opening, p, k)
+        if ok2:
+            pts, p, info = pts2, p2, info2
+    return pts, info
 
 
 def _openings(shape, lm: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
