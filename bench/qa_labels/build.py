@@ -74,7 +74,8 @@ QA_POLICY = "flag only"
 # than mesh4 on round mixed-6 and on the held-out clips, and reverted); "mesh6" with busy source
 # texture not pasted (c38d6cf); "mesh7" with the source shrunk to the target face's size before the
 # warp, softened to the target's sharpness, and a finer shading floor; "mesh8" with a glasses rim
-# closed round an eye kept with its lens (masks/rims.py).
+# closed round an eye kept with its lens (masks/rims.py) and a glasses frame 0.06 more chromatic
+# than the skin (masks/glasses.py; 0.02 before).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",

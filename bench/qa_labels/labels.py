@@ -42,9 +42,11 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # texture not pasted) beside mesh4, on the good sources and m_astronaut; heldout-3 the same on the
 # held-out clips. mixed-9: path mesh7 (source anti-aliased, softened to the target's sharpness,
 # finer shading floor) beside mesh6; heldout-4 the same on the held-out clips. mixed-10: path mesh8
-# (a glasses rim kept with its lens) beside mesh7, on the only development clip where the rule
-# finds a rim (the sample clip's glasses: 12 of 12 sampled faces, none on the other 205 faces);
-# heldout-5 the same on the one held-out clip where it finds one (video_humo-1, 10 of 12 faces).
+# (a glasses rim kept with its lens; a glasses frame 0.06 more chromatic than the skin, not 0.02)
+# beside mesh7, on the development clips where either changes a sampled face (the sample clip,
+# happyhorse t2v, the flf2v painting); heldout-5 the same on the held-out clips where it does
+# (api_kling_o3_flf2v-1, video_humo-1), heldout2-2 on the second held-out set's
+# (video_ltx2_3_id_lora-1).
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
           "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
@@ -54,7 +56,8 @@ SOURCE_ROUNDS = ("mixed-7",)
 ROUND = ROUNDS["mesh7"]
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
-          "mixed-9": ("mesh6",), "heldout-4": ("mesh6",), "mixed-10": ("mesh7",), "heldout-5": ("mesh7",)}
+          "mixed-9": ("mesh6",), "heldout-4": ("mesh6",), "mixed-10": ("mesh7",), "heldout-5": ("mesh7",),
+          "heldout2-2": ("mesh7",)}
 
 # what a viewer sees, in the words
 DEFECTS = {
