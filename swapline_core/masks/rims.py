@@ -86,9 +86,11 @@ def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return (q, *_shape(q))
 
 
-def _ellipses(centre: np.ndarray, u: np.ndarray, iod: float, near: np.ndarray | None = None, k: float = 0.5):
+def _ellipses(centre: np.ndarray, u: np.ndarray, iod: float, near: np.ndarray | None = None, k: float = 0.5,
+              opening: np.ndarray | None = None):
     """(hypotheses x POINTS x 2 points, their normals' orientation bins, hypothesis parameters
-    (dx, dy, a, b) in px): the grid, or with ``near`` (one hypothesis, px) ``k`` grid steps round it."""
+    (dx, dy, a, b) in px): the grid, or with ``near`` (one hypothesis, px) ``k`` grid steps round it;
+    with ``opening`` (the eye opening's points) only the hypotheses clear of it (:func:`_clear_of`)."""
     if near is None:
         q, along, across, ang = _grid()
     else:
@@ -98,6 +100,9 @@ def _ellipses(centre: np.ndarray, u: np.ndarray, iod: float, near: np.ndarray | 
         keep = b <= 1.2 * a
         q = np.stack([dx[keep], dy[keep], a[keep], b[keep]], 1)
         along, across, ang = _shape(q)
+    if opening is not None:
+        clear = _clear_of(opening, q * iod, u, centre)
+        q, along, across, ang = q[clear], along[clear], across[clear], ang[clear]
     v = np.array([-u[1], u[0]])
     pts = np.empty(along.shape + (2,))
     pts[..., 0] = centre[0] + iod * (along * u[0] + across * v[0])
@@ -109,11 +114,10 @@ def _ellipses(centre: np.ndarray, u: np.ndarray, iod: float, near: np.ndarray | 
 
 def _share(on: np.ndarray, pts: np.ndarray, bins: np.ndarray) -> np.ndarray:
     _, h, w = on.shape
-    xi, yi = np.rint(pts[..., 0]).astype(int), np.rint(pts[..., 1]).astype(int)
+    xi, yi = np.rint(pts[..., 0]).astype(np.int64), np.rint(pts[..., 1]).astype(np.int64)
     inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
-    hit = np.zeros(xi.shape, bool)
-    hit[inside] = on[bins[inside], yi[inside], xi[inside]]
-    return hit.mean(-1)
+    flat = (bins * h + np.clip(yi, 0, h - 1)) * w + np.clip(xi, 0, w - 1)
+    return (on.reshape(-1)[flat] & inside).mean(-1)
 
 
 def _scaled(pts: np.ndarray, p: np.ndarray, u: np.ndarray, centre: np.ndarray, k: float) -> np.ndarray:
@@ -135,12 +139,9 @@ def _clear_of(opening: np.ndarray, p: np.ndarray, u: np.ndarray, centre: np.ndar
 
 
 def _judged(on, centre, u, iod, opening, near=None, k=0.5):
-    pts, bins, p = _ellipses(centre, u, iod, near, k)
-    if opening is not None:
-        clear = _clear_of(opening, p, u, centre)
-        if not clear.any():
-            return None, None, False, {"share": 0.0, "lead": 0.0}
-        pts, bins, p = pts[clear], bins[clear], p[clear]
+    pts, bins, p = _ellipses(centre, u, iod, near, k, opening)
+    if not len(p):
+        return None, None, False, {"share": 0.0, "lead": 0.0}
     share = _share(on, pts, bins)
     # the shares inside and outside only where the ellipse's own passes (a fraction of the grid)
     lead = share.copy()
