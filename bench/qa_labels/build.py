@@ -75,7 +75,8 @@ QA_POLICY = "flag only"
 # texture not pasted (c38d6cf); "mesh7" with the source shrunk to the target face's size before the
 # warp, softened to the target's sharpness, and a finer shading floor; "mesh8" with a glasses rim
 # closed round an eye kept with its lens (masks/rims.py) and a glasses frame 0.06 more chromatic
-# than the skin (masks/glasses.py; 0.02 before).
+# than the skin (masks/glasses.py; 0.02 before); "mesh9" with the rims voted on by the track's
+# frames (rims.vote: found frame by frame they toggled the lens, read as flicker).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -85,10 +86,11 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh5": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh6": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh7": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh8": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh8": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh9": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
-             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH}
+             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 

@@ -46,9 +46,10 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # beside mesh7, on the development clips where either changes a sampled face (the sample clip,
 # happyhorse t2v, the flf2v painting); heldout-5 the same on the held-out clips where it does
 # (api_kling_o3_flf2v-1, video_humo-1), heldout2-2 on the second held-out set's
-# (video_ltx2_3_id_lora-1).
+# (video_ltx2_3_id_lora-1). mixed-11, heldout-6, heldout2-3: path mesh9 (the rims voted on by the
+# track's frames) beside mesh8, on the runs where the rims rule finds a rim.
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
-          "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10"}
+          "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10", "mesh9": "mixed-11"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
 # (mesh4) on the four sources only the classical path had been judged on (small, side-lit,
 # astronaut, a second panel face), beside the classical faces of the same runs.
@@ -57,7 +58,7 @@ ROUND = ROUNDS["mesh7"]
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
           "mixed-9": ("mesh6",), "heldout-4": ("mesh6",), "mixed-10": ("mesh7",), "heldout-5": ("mesh7",),
-          "heldout2-2": ("mesh7",)}
+          "heldout2-2": ("mesh7",), "mixed-11": ("mesh8",), "heldout-6": ("mesh8",), "heldout2-3": ("mesh8",)}
 
 # what a viewer sees, in the words
 DEFECTS = {

@@ -18,7 +18,8 @@ PATHS = {"classical": "the 68-point classical warp behind the MTCNN + dlib analy
          "mesh7": "mesh6 with the source photo shrunk to the target face's size before the warp, its texture "
                   "softened to the target's sharpness, and the target's shading from 4 px up (6 before)",
          "mesh8": "mesh7 with a glasses rim closed round an eye kept with the lens it holds (masks/rims.py), "
-                  "and a glasses frame 0.06 more chromatic than the skin (0.02: eye make-up passed)"}
+                  "and a glasses frame 0.06 more chromatic than the skin (0.02: eye make-up passed)",
+         "mesh9": "mesh8 with the glasses rims voted on by the track's frames within the temporal window"}
 
 
 def _f(v) -> str:

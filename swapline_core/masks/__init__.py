@@ -90,7 +90,8 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
     if opts.builtin_occlusion and rules.enabled(off, "wires"):
         map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
     if opts.builtin_occlusion and rules.enabled(off, "rims"):
-        map_frames(lambda it: builtin.keep_rims(it, frames[it.i]), items)
+        builtin.keep_rims(frames, items, [key_of(it.face) for it in items], opts.temporal,
+                          lambda i: shot_of(first + i))
     if opts.builtin_occlusion and rules.enabled(off, "hands"):
         _keep_hands(frames, items)
     for it in items:

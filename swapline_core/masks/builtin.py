@@ -266,14 +266,22 @@ def keep_wires(it, frame: np.ndarray) -> None:
     keep_pixels(it, "wires", hard)
 
 
-def keep_rims(it, frame: np.ndarray) -> None:
-    """A glasses rim closed around an eye and the lens it holds (``rims``) keep the target's pixels
-    exactly, on top of the occlusion part; judged on this frame's own pixels."""
-    x0, y0 = (int(v) for v in it.origin)
-    crop = frame[y0:y0 + it.shape[0], x0:x0 + it.shape[1]]
-    hard, info = rims.rims(crop, it.kps, it.lm)
-    it.info["rims"] = info.get("rims", 0)
-    keep_pixels(it, "rims", hard)
+def keep_rims(frames, items, keys: list, radius: int, shot_of) -> None:
+    """Glasses rims closed round an eye and the lenses they hold (``rims``) keep the target's
+    pixels exactly, on top of the occlusion part: found on each frame's own pixels, then voted on
+    by the track's frames within +-``radius`` of the same shot (``rims.vote``; ``keys``: each
+    item's track, None for no vote, ``shot_of``: chunk frame index -> shot)."""
+    def crop(it):
+        x0, y0 = (int(v) for v in it.origin)
+        return frames[it.i][y0:y0 + it.shape[0], x0:x0 + it.shape[1]]
+
+    found = map_frames(lambda it: rims.find(crop(it), it.kps, it.lm), items)
+    idx = [it.i for it in items]
+    for a, it in enumerate(items):
+        group = temporal.window(keys[a], it.i, keys, idx, radius, shot_of) or [a]
+        params = rims.vote([found[b][0] for b in group])
+        it.info["rims"] = sum(q is not None for q in params)
+        keep_pixels(it, "rims", rims.draw(it.shape, it.kps, it.lm, params))
 
 
 def keep_pixels(it, rule: str, hard: np.ndarray) -> None:

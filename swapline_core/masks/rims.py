@@ -158,15 +158,15 @@ def rim(on: np.ndarray, centre: np.ndarray, u: np.ndarray, iod: float, opening: 
         ) -> tuple[np.ndarray | None, dict]:
     """The best ellipse round one eye that passes both shares and clears the eye opening
     (``opening``: its outline's points, or None), found on the grid and then at half and
-    quarter steps round the best: (its points, or None; readings)."""
+    quarter steps round the best: ((dx, dy, a, b) in ``iod`` units, or None; readings)."""
     pts, p, ok, info = _judged(on, centre, u, iod, opening)
     if not ok:
         return None, info
     for k in (0.5, 0.25):           # half, then quarter grid steps round the best so far
         pts2, p2, ok2, info2 = _judged(on, centre, u, iod, opening, p, k)
         if ok2:
-            pts, p, info = pts2, p2, info2
-    return pts, info
+            p, info = p2, info2
+    return p / iod, info
 
 
 def _openings(shape, lm: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
@@ -184,39 +184,80 @@ def _openings(shape, lm: np.ndarray | None, kps: np.ndarray) -> np.ndarray:
     return m.astype(bool)
 
 
-def rims(rgb: np.ndarray, kps: np.ndarray, lm: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
-    """(the rims and the lenses inside them, bool over ``rgb``; per eye what was read).
-    ``kps``/``lm`` in the coordinates of ``rgb``."""
+def _band(shape, kps: np.ndarray, lm: np.ndarray | None):
+    """Where and at what scale the rims are judged: (box in the image, scale to the work size,
+    eye centres at work scale, unit eye line, landmarks at work scale), or None."""
     kps = np.asarray(kps, np.float64)
     eyes = kps[:2] if lm is None else np.stack([lm[36:42].mean(0), lm[42:48].mean(0)])
-    out = np.zeros(rgb.shape[:2], bool)
-    box = eye_band(rgb.shape, eyes)
+    box = eye_band(shape, eyes)
     if box is None:
-        return out, {"rims": 0}
-    x0, y0, x1, y1 = box
-    iod = float(np.linalg.norm(eyes[1] - eyes[0]))
-    s = WORK_IOD / iod
+        return None
+    x0, y0 = box[:2]
+    s = WORK_IOD / float(np.linalg.norm(eyes[1] - eyes[0]))
+    e = (eyes - (x0, y0)) * s
+    u = (e[1] - e[0]) / max(float(np.linalg.norm(e[1] - e[0])), 1e-6)
+    return box, s, e, u, None if lm is None else (np.asarray(lm, np.float64) - (x0, y0)) * s
+
+
+def find(rgb: np.ndarray, kps: np.ndarray, lm: np.ndarray | None = None) -> tuple[list, dict]:
+    """Per eye the rim's ellipse ((dx, dy, a, b) in eye distances from the eye centre, along and
+    across the eye line) or None, and what was read. ``kps``/``lm`` in the coordinates of ``rgb``."""
+    band = _band(rgb.shape, kps, lm)
+    if band is None:
+        return [None, None], {"rims": 0}
+    (x0, y0, x1, y1), s, e, u, lm_s = band
     crop = np.ascontiguousarray(rgb[y0:y1, x0:x1])
     size = (max(1, round((x1 - x0) * s)), max(1, round((y1 - y0) * s)))
     crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
-    lab = cv2.cvtColor(crop.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
-    on = edges(lab)
-    e = (eyes - (x0, y0)) * s
-    u = (e[1] - e[0]) / max(float(np.linalg.norm(e[1] - e[0])), 1e-6)
-    found = np.zeros(on.shape[1:], np.uint8)
-    info: dict = {"rims": 0, "eyes": []}
-    lm_s = None if lm is None else (np.asarray(lm, np.float64) - (x0, y0)) * s
+    on = edges(cv2.cvtColor(crop.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab))
+    params, info = [], {"rims": 0, "eyes": []}
     for c, sl in zip(e, (slice(36, 42), slice(42, 48))):
-        pts, read = rim(on, c, u, WORK_IOD, None if lm_s is None else lm_s[sl])
+        q, read = rim(on, c, u, WORK_IOD, None if lm_s is None else lm_s[sl])
+        params.append(q)
         info["eyes"].append(read)
-        if pts is not None:
-            info["rims"] += 1
+        info["rims"] += q is not None
+    return params, info
+
+
+def draw(shape, kps: np.ndarray, lm: np.ndarray | None, params: list) -> np.ndarray:
+    """The rims ``params`` (``find``'s, per eye) and the lenses inside them as a bool map of
+    ``shape``, the eye openings left out."""
+    out = np.zeros(shape[:2], bool)
+    band = _band(shape, kps, lm)
+    if band is None or all(q is None for q in params):
+        return out
+    (x0, y0, x1, y1), s, e, u, _ = band
+    found = np.zeros((max(1, round((y1 - y0) * s)), max(1, round((x1 - x0) * s))), np.uint8)
+    for c, q in zip(e, params):
+        if q is not None:
+            along, across, _ = _shape(np.asarray(q, np.float64)[None])
+            v = np.array([-u[1], u[0]])
+            pts = c + WORK_IOD * (along[0, :, None] * u + across[0, :, None] * v)
             cv2.fillPoly(found, [np.rint(pts).astype(np.int32)], 1)
-    if info["rims"]:
-        # the rim itself lies up to REACH px outside the ellipse (half a grid step more), and is
-        # a pixel or two wide
-        k = 2 * (REACH + 1) + 1
-        found = cv2.dilate(found, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-        out[y0:y1, x0:x1] = cv2.resize(found, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR) > 0
-        out[_openings(out.shape, lm, kps)] = False
-    return out, info
+    # the rim itself lies up to REACH px outside the ellipse (half a grid step more), and is a
+    # pixel or two wide
+    k = 2 * (REACH + 1) + 1
+    found = cv2.dilate(found, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    out[y0:y1, x0:x1] = cv2.resize(found, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR) > 0
+    out[_openings(out.shape, lm, np.asarray(kps, np.float64))] = False
+    return out
+
+
+def vote(group: list[list]) -> list:
+    """Per eye, the rim a track's frames within the window agree on: found on more than half of
+    them (``group``: ``find``'s params of each, this frame's included), the median ellipse of
+    those that found it; else none. Why: found frame by frame, a rim found on 11 of 12 frames
+    (or brush strokes on 3 of 12) toggled the lens between the target's and the swap's, which the
+    gate read as flicker (the sample clip's median flicker ratio 1.052 -> 1.084)."""
+    out = []
+    for k in range(2):
+        found = [g[k] for g in group if g[k] is not None]
+        out.append(np.median(np.stack(found), axis=0) if 2 * len(found) > len(group) else None)
+    return out
+
+
+def rims(rgb: np.ndarray, kps: np.ndarray, lm: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """(the rims and the lenses inside them on this image alone, bool over ``rgb``; per eye what
+    was read). ``kps``/``lm`` in the coordinates of ``rgb``."""
+    params, info = find(rgb, kps, lm)
+    return draw(rgb.shape, kps, lm, params), info

@@ -114,7 +114,7 @@ def ltx_rims(tmp_path_factory):
     @contextmanager
     def without():
         keep = builtin.keep_rims
-        builtin.keep_rims = lambda it, frame: None
+        builtin.keep_rims = lambda *args: None
         try:
             yield
         finally:
@@ -137,3 +137,32 @@ def test_the_stack_keeps_the_tinted_lens_and_its_rim(ltx_rims):
           f"rim kept {rim:.1%} ({rim_without:.1%})")
     assert lens_without < 0.6, f"the stack without the rule already keeps {lens_without:.1%}: the test shows nothing"
     assert lens >= 0.9 and rim >= 0.95
+
+
+def test_the_vote_keeps_what_most_of_the_window_found():
+    q = np.array([0.0, 0.02, 0.44, 0.3])
+    held = rims.vote([[q, None], [None, None], [q + 0.02, q]])
+    assert np.allclose(held[0], q + 0.01) and held[1] is None      # 2 of 3 found / 1 of 3
+    assert rims.vote([[q, q]]) [0] is not None                       # alone: its own find
+
+
+def test_a_track_keeps_its_rim_through_a_frame_that_misses_it(ltx_faces):
+    """Frame by frame, a rim missed on one frame of a track toggled its lens between the target's
+    and the swap's (read as flicker); voted over the track's window it is held."""
+    from swapline_core.masks import _Item
+    from swapline_core.types import Face, SwapPatch
+
+    frames, items = [], []
+    for k, (frame, kps, lm) in enumerate(ltx_faces):
+        frames.append(frame if k == 1 else tinted_glasses(frame, lm)[0])
+        face = Face(np.array([0, 0, frame.shape[1], frame.shape[0]], np.float32), kps, 1.0, landmarks=lm, track_id=7)
+        h, w = frame.shape[:2]
+        patch = SwapPatch((0, 0, w, h), np.zeros((h, w, 3), np.float32), np.ones((h, w), np.float32))
+        items.append(_Item(k, face, patch))
+    assert rims.find(frames[1], ltx_faces[1][1], ltx_faces[1][2])[1]["rims"] == 0, "the bare frame has no rim"
+    builtin.keep_rims(frames, items, [7, 7, 7], 2, lambda i: 0)
+    assert [it.info["rims"] for it in items] == [2, 2, 2]
+    assert (items[1].parts["occlusion"] == 0).sum() > 0.5 * (items[0].parts["occlusion"] == 0).sum()
+    alone = [_Item(k, it.face, it.patch) for k, it in enumerate(items)]
+    builtin.keep_rims(frames, alone, [None, None, None], 2, lambda i: 0)     # no track: no vote
+    assert [it.info["rims"] for it in alone] == [2, 0, 2]
