@@ -194,7 +194,8 @@ USES = {
                 "development set (a gate reading dropped, the mesh6 and mesh7 swaps kept) and were read once more "
                 "for the texture-excess limit set (mesh7's faces re-read by the gate, `--regate`) and once for "
                 "mesh8 (round heldout-5: the glasses-rim rule and the stricter glasses frame, on the two clips "
-                "where they change a face), and the labellers' words (a striped patch at the chin) pointed to a "
+                "where they change a face) and once for mesh9 (round heldout-6: the rims voted on by the track), "
+                "and the labellers' words (a striped patch at the chin) pointed to a "
                 "defect then found and fixed on development faces, so each further decision taken here weakens "
                 "the check."),
     "heldout2": ("These are the clips the same rule qualified after the first check's eight (the rest of the seeded "
@@ -202,7 +203,7 @@ USES = {
                  "setting was chosen on them; they were read once, to check the texture-excess limit set chosen "
                  "on the development set before it shipped (docs/qa.md), and once for mesh8 (round heldout2-2: "
                  "the glasses-rim rule and the stricter glasses frame, on the one clip where they change a "
-                 "face)."),
+                 "face) and once for mesh9 (round heldout2-3: the rims voted on by the track)."),
 }
 
 

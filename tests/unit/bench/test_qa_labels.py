@@ -171,3 +171,12 @@ def test_a_crop_is_the_same_picture_within_a_few_grey_levels():
     changed[20:40, 20:60] = 255                # a patch a labeller would see
     assert not build.same_picture(jpeg(changed), old)
     assert not build.same_picture(None, old)
+
+
+def test_the_flicker_readings_of_the_committed_set():
+    from bench.qa_labels import flicker
+
+    res = flicker.readings(["mesh7", "mesh9"], ["api_kling_avatar2-1"])
+    assert set(res) == {("api_kling_avatar2-1", "mesh7"), ("api_kling_avatar2-1", "mesh9")}
+    for r in res.values():
+        assert r["faces"] >= 40 and 0.5 < r["median"] <= r["max"] < 5
