@@ -87,13 +87,10 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
                     rules.count(it.info["rules"], name, dropped)
                 for k, why in n.items():
                     rules.switched_off(it.info["rules"], rules.NOTE_OF.get(k, k), why)
-    if opts.builtin_occlusion and rules.enabled(off, "wires"):
-        map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
-    if opts.builtin_occlusion and rules.enabled(off, "rims"):
-        builtin.keep_rims(frames, items, [key_of(it.face) for it in items], opts.temporal,
-                          lambda i: shot_of(first + i))
-    if opts.builtin_occlusion and rules.enabled(off, "hands"):
-        _keep_hands(frames, items)
+        if opts.builtin_occlusion and rules.enabled(off, "rims"):
+            builtin.keep_rims(items, views, pool, r, shot_of)
+    if opts.builtin_occlusion:
+        _keep_lines_and_hands(frames, items, off)
     for it in items:
         a = area_part(it.shape, it.lm, opts.areas, it.size)
         if a is not None:
@@ -271,6 +268,14 @@ def _pairs(fs: Sequence[Face], ps: Sequence[SwapPatch]):
     if len(fs) != len(ps):
         raise ValueError(f"the mask stack needs one patch per face, got {len(ps)} patches for {len(fs)} faces")
     return [(f, p) for f, p in zip(fs, ps) if p.mask.size and p.mask.any()]
+
+
+def _keep_lines_and_hands(frames, items, off) -> None:
+    """The rules that keep what they find at full resolution on each frame's own pixels."""
+    if rules.enabled(off, "wires"):
+        map_frames(lambda it: builtin.keep_wires(it, frames[it.i]), items)
+    if rules.enabled(off, "hands"):
+        _keep_hands(frames, items)
 
 
 def _keep_hands(frames, items) -> None:

@@ -49,10 +49,19 @@ class SkinView:
     skin_d2: np.ndarray | None = None       # the colour model's own distance (before the other rules' max)
     red: np.ndarray | None = None           # occlusion.redder_than_skin's pseudo skin distance
     dropped: dict | None = None             # skin samples each sample rule dropped ({rule: n})
+    rims: list | None = None                # per eye: rims.find's ellipse on this frame, or None
 
 
 def skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None, off=()) -> SkinView:
-    """``off``: the rules switched off (``rules.NAMES``); the sample and texture rules run here."""
+    """``off``: the rules switched off (``rules.NAMES``); the sample and texture rules run here,
+    and ``rims`` looks for its ellipses (voted on by the track in ``keep_rims``)."""
+    view = _skin_view(frame, bbox, kps, clip_index, key, lm68, off)
+    if rules.enabled(off, "rims"):
+        view.rims = rims.find(frame, kps, lm68)[0]
+    return view
+
+
+def _skin_view(frame: np.ndarray, bbox, kps, clip_index: int, key, lm68=None, off=()) -> SkinView:
     h, w = frame.shape[:2]
     x0, y0, x1, y1 = (float(v) for v in bbox)
     size = max(x1 - x0, y1 - y0, 8.0)
@@ -266,20 +275,16 @@ def keep_wires(it, frame: np.ndarray) -> None:
     keep_pixels(it, "wires", hard)
 
 
-def keep_rims(frames, items, keys: list, radius: int, shot_of) -> None:
+def keep_rims(items, views: list[SkinView], pool: list[SkinView], radius: int, shot_of) -> None:
     """Glasses rims closed round an eye and the lenses they hold (``rims``) keep the target's
-    pixels exactly, on top of the occlusion part: found on each frame's own pixels, then voted on
-    by the track's frames within +-``radius`` of the same shot (``rims.vote``; ``keys``: each
-    item's track, None for no vote, ``shot_of``: chunk frame index -> shot)."""
-    def crop(it):
-        x0, y0 = (int(v) for v in it.origin)
-        return frames[it.i][y0:y0 + it.shape[0], x0:x0 + it.shape[1]]
-
-    found = map_frames(lambda it: rims.find(crop(it), it.kps, it.lm), items)
-    idx = [it.i for it in items]
-    for a, it in enumerate(items):
-        group = temporal.window(keys[a], it.i, keys, idx, radius, shot_of) or [a]
-        params = rims.vote([found[b][0] for b in group])
+    pixels exactly, on top of the occlusion part: each view's own find (``skin_view``), voted on
+    by its track's views within +-``radius`` frames of the same shot, the chunk's neighbours
+    included (``rims.vote``: the same result whatever the chunk size)."""
+    pool_keys, pool_index = [v.key for v in pool], [v.clip_index for v in pool]
+    for it, view in zip(items, views):
+        group = [view] + [pool[b] for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index,
+                                                            radius, shot_of) if pool[b] is not view]
+        params = rims.vote([v.rims for v in group if v.rims is not None])
         it.info["rims"] = sum(q is not None for q in params)
         keep_pixels(it, "rims", rims.draw(it.shape, it.kps, it.lm, params))
 

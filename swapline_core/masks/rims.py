@@ -249,6 +249,8 @@ def vote(group: list[list]) -> list:
     those that found it; else none. Why: found frame by frame, a rim found on 11 of 12 frames
     (or brush strokes on 3 of 12) toggled the lens between the target's and the swap's, which the
     gate read as flicker (the sample clip's median flicker ratio 1.052 -> 1.084)."""
+    if not group:
+        return [None, None]
     out = []
     for k in range(2):
         found = [g[k] for g in group if g[k] is not None]

@@ -152,17 +152,19 @@ def test_a_track_keeps_its_rim_through_a_frame_that_misses_it(ltx_faces):
     from swapline_core.masks import _Item
     from swapline_core.types import Face, SwapPatch
 
-    frames, items = [], []
+    frames, items, views = [], [], []
     for k, (frame, kps, lm) in enumerate(ltx_faces):
         frames.append(frame if k == 1 else tinted_glasses(frame, lm)[0])
-        face = Face(np.array([0, 0, frame.shape[1], frame.shape[0]], np.float32), kps, 1.0, landmarks=lm, track_id=7)
+        box = np.array([0, 0, frame.shape[1], frame.shape[0]], np.float32)
+        face = Face(box, kps, 1.0, landmarks=lm, track_id=7)
         h, w = frame.shape[:2]
         patch = SwapPatch((0, 0, w, h), np.zeros((h, w, 3), np.float32), np.ones((h, w), np.float32))
         items.append(_Item(k, face, patch))
-    assert rims.find(frames[1], ltx_faces[1][1], ltx_faces[1][2])[1]["rims"] == 0, "the bare frame has no rim"
-    builtin.keep_rims(frames, items, [7, 7, 7], 2, lambda i: 0)
+        views.append(builtin.skin_view(frames[-1], face.bbox, kps, k, 7, lm))
+    assert views[1].rims == [None, None] and all(q is not None for q in views[0].rims), "the bare frame has no rim"
+    builtin.keep_rims(items, views, views, 2, lambda i: 0)
     assert [it.info["rims"] for it in items] == [2, 2, 2]
     assert (items[1].parts["occlusion"] == 0).sum() > 0.5 * (items[0].parts["occlusion"] == 0).sum()
     alone = [_Item(k, it.face, it.patch) for k, it in enumerate(items)]
-    builtin.keep_rims(frames, alone, [None, None, None], 2, lambda i: 0)     # no track: no vote
+    builtin.keep_rims(alone, views, views, 0, lambda i: 0)                  # no window: each its own
     assert [it.info["rims"] for it in alone] == [2, 0, 2]
