@@ -73,7 +73,8 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
             it.info["rules"] = rules.record(off)
     if opts.builtin_occlusion or opts.mouth != "off":
         r = opts.temporal
-        views, pool, notes = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts, off)
+        view_off = off if opts.builtin_occlusion else (*off, "rims")     # rims: the built-in occluder's
+        views, pool, notes = _skin_views(frames, items, context, first, builtin.roll_radius(r), key_of, cuts, view_off)
         # Models pool samples over +-r frames, the median then spans +-r models: 2r of roll.
         near = [v for v in pool if any(abs(v.clip_index - w.clip_index) <= r for w in views)]
         builtin.fit_views(near, pool, r, shot_of, off)
@@ -87,8 +88,7 @@ def refine_masks(frames: Sequence[np.ndarray], faces: Sequence[Sequence[Face]],
                     rules.count(it.info["rules"], name, dropped)
                 for k, why in n.items():
                     rules.switched_off(it.info["rules"], rules.NOTE_OF.get(k, k), why)
-        if opts.builtin_occlusion and rules.enabled(off, "rims"):
-            builtin.keep_rims(items, views, pool, r, shot_of)
+        builtin.keep_rims(items, views, pool, r, shot_of)      # a no-op where the views looked for none
     if opts.builtin_occlusion:
         _keep_lines_and_hands(frames, items, off)
     for it in items:

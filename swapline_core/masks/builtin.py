@@ -284,7 +284,10 @@ def keep_rims(items, views: list[SkinView], pool: list[SkinView], radius: int, s
     for it, view in zip(items, views):
         group = [view] + [pool[b] for b in temporal.window(view.key, view.clip_index, pool_keys, pool_index,
                                                             radius, shot_of) if pool[b] is not view]
-        params = rims.vote([v.rims for v in group if v.rims is not None])
+        found = [v.rims for v in group if v.rims is not None]
+        if not found:           # the rule off, or not the built-in occluder's run (``refine_masks``)
+            continue
+        params = rims.vote(found)
         it.info["rims"] = sum(q is not None for q in params)
         keep_pixels(it, "rims", rims.draw(it.shape, it.kps, it.lm, params))
 
