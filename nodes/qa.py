@@ -156,7 +156,7 @@ class QAGate(io.ComfyNode):
         with open(path, "w") as f:
             json.dump(report, f, indent=1)
         write_image(os.path.join(out_dir, stem + ".png"), plot_report(report))
-        chart = {"decision": report["decision"], "summary": report["summary"], "thresholds": th.to_json(),
+        chart = {"decision": report["decision"], "summary": report["summary"], "thresholds": th.shown(),
                  "limit_set": report.get("limit_set"),
                  "segments": report.get("segments", [])[:200],
                  "shipped_failing": report.get("shipped_failing", [])[:200],

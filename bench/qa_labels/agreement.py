@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swapline_core.qa.decide import _CHECKS, OFF, QAThresholds
+from swapline_core.qa.decide import _CHECKS, QAThresholds, is_off
 
 from ..paths import REPO
 from . import labels as qlabels
@@ -154,8 +154,16 @@ def choose(rows: list[dict]) -> tuple[dict[str, float], bool]:
 
 
 def shipped_limits() -> dict[str, float | None]:
+    """The sample clip's limits (thresholds.json) by metric; None where off."""
     th = QAThresholds()
-    return {m: (None if getattr(th, f) == OFF else getattr(th, f)) for m, f, *_ in _CHECKS}
+    return {m: (None if is_off(getattr(th, f)) else getattr(th, f)) for m, f, *_ in _CHECKS}
+
+
+def sample_clip_passes(rows: list[dict]) -> np.ndarray:
+    """The sample clip's limits applied to the faces' readings (the verdicts stored with the faces
+    are the gate's as it ran when they were made, under whatever set was the default then)."""
+    limits = {m: v for m, v in shipped_limits().items() if v is not None}
+    return passes(rows, limits, QAThresholds().require_redetection)
 
 
 def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
@@ -215,7 +223,7 @@ def measure_path(path: str) -> dict:
 
     rows = table(path)
     acc = np.array([r["acceptable"] for r in rows], bool)
-    shipped = np.array([r["shipped_pass"] for r in rows])
+    shipped = sample_clip_passes(rows)
     loco, loco_limits = leave_one_clip_out(rows)
     full_limits, full_red = choose(rows)
 
@@ -247,7 +255,7 @@ def measure_path(path: str) -> dict:
 
 def write_limits(res: dict) -> list[Path]:
     """Each labelled limit set (``LIMITS_OUT``): the limits the rule chose on every labelled clip of
-    its path, as QAThresholds fields (what it did not choose stays the calibrated value), with
+    its path, as QAThresholds fields (what it did not choose is off: decide.limit_set), with
     provenance."""
     out = []
     for path, fig in ((res["path"], res), *res["other_paths"].items()):

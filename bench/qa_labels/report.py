@@ -54,8 +54,13 @@ ABOUT = ("Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/
          "`bench/qa_labels/PROTOCOL.md` and [docs/qa.md](../qa.md#the-labelled-set)) judged by eye, blind to "
          "every metric, and the gate's verdict on the same faces. A face the gate passes is a positive: "
          "precision = share of passed faces a viewer accepts, recall = share of accepted faces passed. "
-         "`shipped`: the limits in `swapline_core/qa/thresholds.json` (chosen on one clip); `leave-one-clip-out`: "
-         "limits chosen by `bench/qa_labels/agreement.choose` on the other clips, judged on each clip in turn.")
+         "`sample clip`: the limits in `swapline_core/qa/thresholds.json` (chosen on one clip), the ones the "
+         "faces were gated with when they were made and the ones a trained swapper still gets; "
+         "`leave-one-clip-out`: limits chosen by `bench/qa_labels/agreement.choose` on the other clips, judged on "
+         "each clip in turn. The built-in swap ships the limits the rule chooses on every clip (the last column "
+         "of the AUC table; every limit it does not choose is off): leave-one-clip-out is what they are "
+         "expected to do on a new clip, and the held-out pages (qa_heldout*.md) judge them on clips they were "
+         "not chosen on.")
 
 
 def body(res: dict) -> list[str]:
@@ -82,33 +87,35 @@ def body(res: dict) -> list[str]:
     others = res.get("other_paths") or {}
     if others:
         lines += ["## The gate on the other swap paths", "",
-                  "Each path's first-pass labels, the gate's verdicts (shipped limits) and limits chosen "
+                  "Each path's first-pass labels, the gate's verdicts (sample-clip limits) and limits chosen "
                   "leave-one-clip-out on that path's own labels.", ""]
         lines += _table(["path", "gate", "faces", "acceptable", "passed", "precision", "recall"],
                         [[p, g, *_pr(v[k])] for p, v in others.items()
-                         for g, k in (("shipped limits", "shipped"), ("leave-one-clip-out", "loco"))]) + [""]
+                         for g, k in (("sample-clip limits", "shipped"), ("leave-one-clip-out", "loco"))]) + [""]
     lines += ["## Overall", ""]
     lines += _table(["gate", "faces", "acceptable", "passed", "precision", "recall"],
-                    [["shipped limits"] + _pr(sh), ["leave-one-clip-out"] + _pr(lo)]) + [""]
+                    [["sample-clip limits"] + _pr(sh), ["leave-one-clip-out"] + _pr(lo)]) + [""]
     for key, title in (("per_clip", "Per clip"), ("per_source", "Per source")):
         lines += [f"## {title}", ""]
         rows = [[k, *_pr(v["shipped"])[:3], _f(v["shipped"]["precision"]), _f(v["shipped"]["recall"]),
                  str(v["loco"]["passed"]), _f(v["loco"]["precision"]), _f(v["loco"]["recall"])]
                 for k, v in res[key].items()]
-        lines += _table([key.split("_")[1], "faces", "acceptable", "passed (shipped)", "precision (shipped)",
-                         "recall (shipped)", "passed (loco)", "precision (loco)", "recall (loco)"], rows) + [""]
+        lines += _table([key.split("_")[1], "faces", "acceptable", "passed (sample clip)", "precision (sample clip)",
+                         "recall (sample clip)", "passed (loco)", "precision (loco)", "recall (loco)"], rows) + [""]
     lines += ["## Per defect class", "",
               "Recall here: the share of faces with the defect that the gate fails (a face may have several).", ""]
-    lines += _table(["defect", "faces", "failed (shipped)", "failed (leave-one-clip-out)"],
+    lines += _table(["defect", "faces", "failed (sample-clip limits)", "failed (leave-one-clip-out)"],
                     [[f"{d}: {DEFECTS.get(d, d)}", str(v["faces"]), _f(v["shipped_recall"]), _f(v["loco_recall"])]
                      for d, v in res["per_defect"].items()]) + [""]
     lines += ["## Which metrics separate good from bad faces", "",
               "AUC: the chance that a face a viewer rejects reads worse on the metric than one a viewer accepts "
               "(0.5: no separation). The rule lets a metric fail faces only where it reaches "
               f"{res['rule']['min_auc']} on the training clips.", ""]
-    lines += _table(["metric", "AUC", "shipped limit", "limit chosen on all clips"],
+    lines += _table(["metric", "AUC", "sample-clip limit", "limit chosen on all clips (shipped)"],
                     [[m, _f(a), _f(res["shipped_limits"].get(m)), _f(res["all_clips_limits"]["limits"].get(m))]
                      for m, a in res["auc"].items()]) + [""]
+    lines += ["The shipped set for this path is the last column: a metric the rule did not choose is off there "
+              "(reported, failing no face on its own).", ""]
     lines += [f"Re-detection required by the rule on all clips: {res['all_clips_limits']['redetection']}. "
               f"Rule: {res['rule']}.", ""]
     if res.get("policies"):
@@ -120,7 +127,7 @@ def body(res: dict) -> list[str]:
                   "switches 0.", ""]
         rows = [[f"{k} ({verdicts})", str(v["delivered"]), _f(v["delivered_ok"]), _f(v["ok_delivered"]),
                  str(v["switches"])]
-                for key, verdicts in (("policies_shipped", "shipped limits"), ("policies", "leave-one-clip-out"))
+                for key, verdicts in (("policies_shipped", "sample-clip limits"), ("policies", "leave-one-clip-out"))
                 for k, v in (res.get(key) or {}).items()]
         lines += _table(["policy (verdicts)", "delivered", "delivered_ok", "ok_delivered", "switches"], rows) + [""]
     return lines

@@ -100,6 +100,10 @@ class QAThresholds:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def shown(self) -> dict:
+        """``to_json`` for people and charts: a limit that is off is None, not a huge number."""
+        return {k: (None if isinstance(v, float) and is_off(v) else v) for k, v in asdict(self).items()}
+
 
 def resolve_limit_set(name: str, swap_methods: Sequence[str] = ()) -> str:
     """The named set a choice stands for: "auto" is the labelled set when every swap stage that
@@ -128,15 +132,25 @@ def limits_note(name: str, source_warnings: Sequence[str] = ()) -> str:
     return scope
 
 
+def is_off(value: float) -> bool:
+    """A limit no face can break (``OFF`` for a maximum, ``-OFF`` for a minimum)."""
+    return abs(float(value)) >= OFF
+
+
 def limit_set(name: str = "calibrated (sample clip)") -> QAThresholds:
-    """The named set's limits over the dataclass defaults (a set gives only what it chose)."""
+    """The named set's limits. A labelled set gives the per-face limits its rule chose; every other
+    per-face metric is off (reported, failing no face on its own): the rule found it did not
+    separate the faces viewers accept from those they reject, so the sample clip's value must not
+    fail faces behind its back. The job-level rules (not swapped, coverage, windows) stay."""
     if name not in LIMIT_SETS:
         raise ValueError(f"unknown QA limit set {name!r}; known: {sorted(LIMIT_SETS)}")
     base = QAThresholds()
     if LIMIT_SETS[name] == THRESHOLDS_FILE:
         return base
     names = {f.name for f in fields(QAThresholds)}
-    return replace(base, **{k: v for k, v in _load_defaults(LIMIT_SETS[name]).items() if k in names})
+    off = {field: (-OFF if kind == "min" else OFF) for _, field, kind, *_ in _CHECKS}
+    chosen = {k: v for k, v in _load_defaults(LIMIT_SETS[name]).items() if k in names}
+    return replace(base, **{**off, **chosen})
 
 
 def thresholds_for(recognizer: str, limit_set_name: str = "calibrated (sample clip)", **given) -> QAThresholds:
@@ -382,10 +396,12 @@ LOAD_METRICS = tuple((m, f, k) for m, f, k, _, _ in _CHECKS if m not in ("identi
 
 def metric_load(th: QAThresholds, metric: str, field: str, kind: str, v: float | None) -> float | None:
     """How far a value is toward its limit: max-limits v/limit; min-limits (1 - v)/(1 - limit)
-    (both similarities and correlations top out at 1)."""
+    (both similarities and correlations top out at 1); None where the limit is off."""
     if v is None:
         return None
     lim = float(getattr(th, field))
+    if is_off(lim):
+        return None
     if kind == "max":
         return float(v) / lim if lim > 0 else None
     return (1.0 - float(v)) / max(1.0 - lim, 1e-6)

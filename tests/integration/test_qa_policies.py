@@ -85,7 +85,10 @@ def test_keep_original_and_flag_only(comfy, source_frames):
     report, chart, kept = _run(comfy, "keep original per frame", strict=True, legacy=True)
     assert report["limit_overrides"] == {"min_identity": 0.999} and chart["thresholds"]["min_identity"] == 0.999
     assert report["reverted_frames"] == report["summary"]["failing_frames"] and "segments" not in report
-    assert chart["frames"][0]["loads"] and chart["thresholds"]["max_occluder_overwrite"] > 0
+    # the chart draws the limits the set chose; one it did not choose is off (None), not a number
+    assert chart["limit_set"] == "viewer-labelled (mesh swap)", chart["limit_set"]
+    assert chart["frames"][0]["loads"] and chart["thresholds"]["max_texture_excess"] > 0
+    assert chart["thresholds"]["max_occluder_overwrite"] is None
     flagged, _, shipped = _run(comfy, "flag only", strict=True)
     assert flagged["frames"] == report["frames"] and flagged["reverted_frames"] == []
     assert len(shipped) == FRAMES

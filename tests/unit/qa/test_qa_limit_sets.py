@@ -13,17 +13,34 @@ STRICT, CAL = "viewer-labelled (strict)", "calibrated (sample clip)"
 
 
 @pytest.mark.parametrize("name", [STRICT, "viewer-labelled (mesh swap)"])
-def test_the_labelled_set_is_its_file_over_the_calibrated_limits(name):
+def test_the_labelled_set_is_its_file_and_every_limit_it_did_not_choose_is_off(name):
     data = json.loads(decide.LIMIT_SETS[name].read_text())
     th = decide.limit_set(name)
     cal = decide.limit_set(CAL)
     assert data["thresholds"] and data["labelled_faces"] >= 400
     for field, value in data["thresholds"].items():
         assert getattr(th, field) == value, field
-    untouched = [f for f in ("min_identity", "max_mouth_delta", "min_coverage") if f not in data["thresholds"]]
-    assert all(getattr(th, f) == getattr(cal, f) for f in untouched)
+    # a per-face limit the rule did not choose fails no face (issue 48: a metric that does not
+    # separate labelled faces must not fail them at the sample clip's value)
+    unchosen = [f for _, f, *_ in decide._CHECKS if f not in data["thresholds"]]
+    assert unchosen and all(decide.is_off(getattr(th, f)) for f in unchosen)
+    # the job-level rules are not limits a rule chooses: they stay
+    for f in ("min_changed", "min_coverage", "expression_window", "match_iou", "max_safety_score"):
+        assert getattr(th, f) == getattr(cal, f), f
     # the calibrated set leaves the labelled-only metrics off: reported, never failing a face
     assert cal.max_blotch == decide.OFF and cal.max_detail_ratio == decide.OFF
+
+
+def test_an_off_limit_fails_no_face_and_draws_no_load_or_line():
+    th = decide.limit_set("viewer-labelled (mesh swap)")
+    assert decide.is_off(th.max_seam_ratio) and decide.is_off(th.min_identity)
+    face = {"swapped": True, "redetected": True, "identity": 0.01, "seam_ratio": 40.0, "occluder_overwrite": 0.99}
+    assert decide.face_reasons(th, face) == []
+    assert decide.face_reasons(decide.limit_set(CAL), face)           # the calibrated set fails it
+    assert decide.metric_load(th, "seam_ratio", "max_seam_ratio", "max", 40.0) is None
+    shown = th.shown()
+    assert shown["max_seam_ratio"] is None and shown["min_identity"] is None
+    assert shown["max_texture_excess"] == th.max_texture_excess and shown["min_coverage"] == th.min_coverage
 
 
 def test_auto_is_the_labelled_set_only_for_the_swap_it_measured():
