@@ -27,7 +27,7 @@ GATE_TITLE = "QA Gate"
 LIMIT_SET_TIP = ("Which limits the gate applies. viewer-labelled (strict) / (mesh swap): chosen by a rule on "
                  "faces of the built-in classical / mesh swap labelled by eye over many clips "
                  "(docs/measurements/qa_agreement.md); they fail far more faces a viewer rejects, and some a viewer "
-                 "accepts. calibrated (sample clip): chosen on the sample clip alone. auto (default): the labelled "
+                 "accepts; a metric their rule did not choose is reported but fails no face. calibrated (sample clip): chosen on the sample clip alone. auto (default): the labelled "
                  "set of the built-in swap that made the frames; calibrated for trained swappers (not yet "
                  "measured against labels: the report says so). Single limits: a QA Limit Overrides node on the "
                  "'limits' input.")
@@ -70,8 +70,9 @@ class QAGate(io.ComfyNode):
                                        f"{segments.FEW_FAILING_SHARE:.0%} of its evaluated frames is delivered "
                                        "swapped with those frames listed in the report (shipped_failing, why "
                                        f"'{decide.SHARE_WHY}'), otherwise kept original as a whole; a face lost, "
-                                       "not swapped, an occluder painted over or a paste off the face on any "
-                                       "frame keeps the shot original. "
+                                       "not swapped, or (where the limit set has those limits) an occluder "
+                                       "painted over or a paste off the face on any frame keeps the shot "
+                                       "original. "
                                        "keep original per frame: put the original back on every failing frame. "
                                        "flag only: ship the swap and list the failures. fail job: stop the job."),
                 # Optional: limit_set so API prompts written before it still run with its default; the

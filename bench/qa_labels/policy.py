@@ -17,8 +17,8 @@ Policies (the frames are the labelled ones, every EVERY-th frame of the run):
   original throughout: one bad frame does not throw away a good shot, a bad shot still goes back.
   The shipped "keep original unless few fail" policy (swapline_core/qa/segments.py) uses the same
   share, ``FEW_FAILING_SHARE``; it also bridges failures just past a limit as "per shot" does and
-  never ships a lost face, an occluder painted over or a paste off the face, which the labelled
-  verdicts here do not tell apart.
+  never ships a lost face (nor, where the set has those limits, an occluder painted over or a paste
+  off the face), which the labelled verdicts here do not tell apart.
 """
 from __future__ import annotations
 

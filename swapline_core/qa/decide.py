@@ -30,8 +30,9 @@ SHARE_WHY = "within the shot's failing share"      # why a failing frame shipped
 # target's identity inside one shot. By default a shot with at most a fifth of its frames failing
 # ships swapped with them listed: judged by eye on clips nobody here had tuned on, what it delivers
 # stays above 0.9 acceptable and it delivers about twice the acceptable faces "keep original" does
-# (docs/measurements/qa_heldout.md, docs/qa.md#policies). A lost face, a painted-over occluder or a
-# paste off the face never ships; the report lists every failing frame that shipped and why.
+# (docs/measurements/qa_heldout.md, docs/qa.md#policies). A lost face never ships, nor a painted-over
+# occluder or a paste off the face where the limit set has those limits (the labelled sets leave them
+# off: their labels do not show them separating); the report lists every failing frame that shipped and why.
 DEFAULT_POLICY = FEW_FAILING_POLICY
 METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio", "mouth_delta", "eye_delta",
            "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface",
