@@ -66,8 +66,14 @@ ABOUT = ("Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/
 def body(res: dict) -> list[str]:
     lines = []
     ag = res.get("agreement") or {}
-    lines += [f"Swap path measured below: `{res.get('path', 'classical')}` ({PATHS.get(res.get('path'), '')}); "
-              "the other paths' gate figures follow the side-by-side shares.", ""]
+    from .agreement import LINEAGE
+
+    path = res.get("path", "classical")
+    lineage = LINEAGE.get(path, ())[1:]
+    whole = (f" On every labelled clip: its own faces on the runs it changed, {' then '.join(lineage)}'s on the runs "
+             "it left unchanged (the same pictures, and their first labels)." if lineage else "")
+    lines += [f"Swap path measured below: `{path}` ({PATHS.get(path, '')}).{whole} "
+              "The other paths' gate figures follow the side-by-side shares.", ""]
     lines += [f"Labelled faces: {res['faces']} from {res['clips']} clips x {res['sources']} sources; "
               f"acceptable: {res['acceptable']} ({res['acceptable'] / max(res['faces'], 1):.1%}). "
               f"Labelled a second time by other labellers (a random 10 %, and the classical faces shown beside "
