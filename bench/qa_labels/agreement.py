@@ -217,6 +217,22 @@ def accepted(round_: str | None = None) -> dict:
     return out
 
 
+def accepted_whole(path: str = SHIPPED_PATH) -> dict:
+    """What a viewer accepts of ``path`` on every labelled clip (``table(path, whole=True)``, first
+    labels), overall and per clip, all sources and the good ones: issue 49's target reads per clip
+    with the good sources."""
+    rows = table(path, whole=True)
+
+    def share(rs):
+        return {"faces": len(rs), "accepted": round(sum(r["acceptable"] for r in rs) / len(rs), 3) if rs else None}
+
+    good = [r for r in rows if r["source"] in GOOD_SOURCES]
+    clips = sorted({r["clip"] for r in rows})
+    return {**share(rows), "good_sources": share(good),
+            "per_clip": {c: {"all": share([r for r in rows if r["clip"] == c]),
+                             "good": share([r for r in good if r["clip"] == c])} for c in clips}}
+
+
 def measure(path: str = SHIPPED_PATH) -> dict:
     """Every figure of the page for ``path``'s labelled faces, plus the gate on the other paths and
     each mixed round's side-by-side shares."""
@@ -226,6 +242,7 @@ def measure(path: str = SHIPPED_PATH) -> dict:
                                                                                     "loco", "all_clips_limits")}
                           for p in SWAPPERS if p != path and table(p)}
     res["accepted"] = accepted()
+    res["accepted_whole"] = accepted_whole(path)
     res["accepted_side_by_side"] = {r: accepted(r) for r in
                                     sorted(set(qlabels.ROUNDS.values()) | set(qlabels.SOURCE_ROUNDS))}
     return res

@@ -86,6 +86,17 @@ def body(res: dict) -> list[str]:
                            "The same labellers judged both paths' faces of the same runs on shuffled mixed sheets, "
                            "not knowing which path made which (the fair comparison: labellers differ in "
                            "strictness). Compare paths within a round only.")
+    whole_acc = res.get("accepted_whole")
+    if whole_acc:
+        lines += [f"## What a viewer accepts of `{path}` on every labelled clip", "",
+                  "Its faces read as in the gate's figures below (the earlier path's on the runs it left unchanged), "
+                  "first labels, QA set to flag only. Issue 49's target: >= 0.85 with the good sources and >= 0.6 "
+                  f"on every clip. All faces: {_f(whole_acc['accepted'])} ({whole_acc['faces']}); good sources: "
+                  f"{_f(whole_acc['good_sources']['accepted'])} ({whole_acc['good_sources']['faces']}).", ""]
+        lines += _table(["clip", "good sources", "all sources"],
+                        [[c, f"{_f(v['good']['accepted'])} ({v['good']['faces']})",
+                          f"{_f(v['all']['accepted'])} ({v['all']['faces']})"]
+                         for c, v in whole_acc["per_clip"].items()]) + [""]
     lines += _accepted(res.get("accepted") or {}, "## What a viewer accepts: every first-pass label",
                        "Each path's faces as first labelled: the classical faces on sheets of their own by six "
                        "labellers, the mesh paths' on mixed sheets (other labellers): compare paths side by "

@@ -228,6 +228,10 @@ def test_qa_agreement_section(smoke):
 
     assert q["path"] == SHIPPED_PATH and q["faces"] >= 400 and q["clips"] >= 14
     assert q["other_paths"]["classical"]["faces"] >= 1000
+    # what a viewer accepts of the shipped path, read on the same faces as its gate figures
+    w = q["accepted_whole"]
+    assert w["faces"] == q["faces"] and 0 <= w["good_sources"]["accepted"] <= 1
+    assert sum(v["all"]["faces"] for v in w["per_clip"].values()) == q["faces"] and len(w["per_clip"]) == q["clips"]
     assert set(q["accepted_side_by_side"]) == set(ROUNDS.values()) | set(SOURCE_ROUNDS)
     assert SHIPPED_PATH in q["accepted_side_by_side"][ROUNDS[SHIPPED_PATH]]
     assert {"classical", "mesh4"} <= set(q["accepted_side_by_side"][ROUNDS["mesh4"]])
