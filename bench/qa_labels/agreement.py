@@ -243,8 +243,8 @@ def measure(path: str = SHIPPED_PATH) -> dict:
                           for p in SWAPPERS if p != path and table(p)}
     res["accepted"] = accepted()
     res["accepted_whole"] = accepted_whole(path)
-    res["accepted_side_by_side"] = {r: accepted(r) for r in
-                                    sorted(set(qlabels.ROUNDS.values()) | set(qlabels.SOURCE_ROUNDS))}
+    res["accepted_side_by_side"] = {r: accepted(r) for r in sorted(set(qlabels.ROUNDS.values())
+                                                                   | set(qlabels.SOURCE_ROUNDS) | set(qlabels.RELABEL))}
     return res
 
 

@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.qa_labels.labels sheets [--second]   # numbered sheets -> out/bench/qa_labels/sheets/
     .venv/bin/python -m bench.qa_labels.labels merge FILE... --pass 1 --labeller NAME
     .venv/bin/python -m bench.qa_labels.labels sheets --mixed [ROUND]   # a new swap path beside the old
+    .venv/bin/python -m bench.qa_labels.labels sheets --relabel ROUND   # labelled faces judged again together
     .venv/bin/python -m bench.qa_labels.labels merge FILE... --round ROUND --labeller NAME
     .venv/bin/python -m bench.qa_labels.labels agreement
 
@@ -59,6 +60,13 @@ BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), 
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
           "mixed-9": ("mesh6",), "heldout-4": ("mesh6",), "mixed-10": ("mesh7",), "heldout-5": ("mesh7",),
           "heldout2-2": ("mesh7",), "mixed-11": ("mesh8",), "heldout-6": ("mesh8",), "heldout2-3": ("mesh8",)}
+
+# Rounds that judge again faces already labelled, on shuffled sheets of their own: the same labellers
+# see each listed path's faces of the listed clips. mixed-12: the painted flf2v clip and the sample
+# clip, mesh7 and mesh9 (whose first labels came from different rounds, and the same mesh8 pictures
+# of flf2v were labelled acceptable 0.60 in mixed-10 and 0.27 in mixed-11): the ruler's drift, and
+# the shipped path against mesh7 under one ruler.
+RELABEL = {"mixed-12": (("mesh7", "mesh9"), ("video_wan2_2_14B_flf2v-1", "api_kling_avatar2-1"))}
 
 # what a viewer sees, in the issue's words
 DEFECTS = {
@@ -125,6 +133,16 @@ def mixed_sheets(round_: str = ROUND, out: Path = SHEETS) -> Path:
     mix = new + old
     random.Random(SECOND_SEED + 1).shuffle(mix)
     return _write_sheets(mix, 10001, out / round_)
+
+
+def relabel_sheets(round_: str, out: Path = SHEETS) -> Path:
+    """Sheets for a ``RELABEL`` round: its paths' faces of its clips not yet labelled in it,
+    shuffled together (numbered from 10001); ``merge --round`` files the labels under it."""
+    paths, clips = RELABEL[round_]
+    done = labels(None, round_)
+    rows = [r for r in faces() if path_of(r) in paths and r["clip"] in clips and r["id"] not in done]
+    random.Random(SECOND_SEED + 2).shuffle(rows)
+    return _write_sheets(rows, 10001, out / round_)
 
 
 def _write_sheets(rows: list[dict], first: int, sub: Path) -> Path:
@@ -240,6 +258,8 @@ def main(argv=None) -> None:
     s.add_argument("--second", action="store_true")
     s.add_argument("--mixed", nargs="?", const=ROUND, metavar="ROUND",
                    help=f"a new swap path's faces shuffled with the old path's, for one round (default {ROUND})")
+    s.add_argument("--relabel", metavar="ROUND", choices=sorted(RELABEL),
+                   help="faces already labelled, judged again together (RELABEL)")
     m = sub.add_parser("merge")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("--index", type=Path, required=True)
@@ -249,7 +269,7 @@ def main(argv=None) -> None:
     sub.add_parser("agreement")
     a = ap.parse_args(argv)
     if a.cmd == "sheets":
-        print(mixed_sheets(a.mixed) if a.mixed else sheets(a.second))
+        print(relabel_sheets(a.relabel) if a.relabel else mixed_sheets(a.mixed) if a.mixed else sheets(a.second))
     elif a.cmd == "merge":
         print(f"{merge(a.files, a.index, a.pass_, a.labeller, a.round_)} labels added to {LABELS}")
     else:

@@ -224,7 +224,7 @@ def test_qa_agreement_section(smoke):
     q = data(smoke, "qa_agreement")
     # the shipped built-in path's labelled faces, the classical path's beside them, both rounds
     from bench.qa_labels.agreement import SHIPPED_PATH
-    from bench.qa_labels.labels import ROUNDS, SOURCE_ROUNDS
+    from bench.qa_labels.labels import RELABEL, ROUNDS, SOURCE_ROUNDS
 
     assert q["path"] == SHIPPED_PATH and q["faces"] >= 400 and q["clips"] >= 14
     assert q["other_paths"]["classical"]["faces"] >= 1000
@@ -232,7 +232,7 @@ def test_qa_agreement_section(smoke):
     w = q["accepted_whole"]
     assert w["faces"] == q["faces"] and 0 <= w["good_sources"]["accepted"] <= 1
     assert sum(v["all"]["faces"] for v in w["per_clip"].values()) == q["faces"] and len(w["per_clip"]) == q["clips"]
-    assert set(q["accepted_side_by_side"]) == set(ROUNDS.values()) | set(SOURCE_ROUNDS)
+    assert set(q["accepted_side_by_side"]) == set(ROUNDS.values()) | set(SOURCE_ROUNDS) | set(RELABEL)
     assert SHIPPED_PATH in q["accepted_side_by_side"][ROUNDS[SHIPPED_PATH]]
     assert {"classical", "mesh4"} <= set(q["accepted_side_by_side"][ROUNDS["mesh4"]])
     for gate in ("shipped", "loco"):
