@@ -27,9 +27,10 @@ GATE_TITLE = "QA Gate"
 LIMIT_SET_TIP = ("Which limits the gate applies. viewer-labelled (strict) / (mesh swap): chosen by a rule on "
                  "faces of the built-in classical / mesh swap labelled by eye over many clips "
                  "(docs/measurements/qa_agreement.md); they fail far more faces a viewer rejects, and some a viewer "
-                 "accepts; a metric their rule did not choose is reported but fails no face. calibrated (sample clip): chosen on the sample clip alone. auto (default): the labelled "
-                 "set of the built-in swap that made the frames; calibrated for trained swappers (not yet "
-                 "measured against labels: the report says so). Single limits: a QA Limit Overrides node on the "
+                 "accepts; a metric their rule did not choose is reported but fails no face. calibrated (sample "
+                 "clip): chosen on the sample clip alone. auto (default): the labelled set of the built-in swap "
+                 "that made the frames; calibrated for trained swappers (not yet measured against labels: the "
+                 "report says so). Single limits: a QA Limit Overrides node on the "
                  "'limits' input.")
 
 

@@ -48,9 +48,10 @@ CLIPS = (
     Clip("api_kling_motion_control3-2", "low light, three-quarter view"),
     Clip("api_google_gemini_omni_flash_t2v-1", "two small faces"),
     Clip("api_happyhorse1_1_i2v-1", "eyes closed, cheek pressed to fur"),
-    Clip("api_kling_avatar2-1", "talking head, red-framed glasses (the sample clip; tuned on)", True),
-    Clip("video_wan2_1_infinitetalk-1", "two people talking, three-quarter views, glasses (tuned on)", True),
-    Clip("video_ltx2_3_i2v-1", "talking face without glasses, ~80 px (tuned on)", True),
+    Clip("api_kling_avatar2-1", "talking head, red-framed glasses (the sample clip; a quality-bench clip)", True),
+    Clip("video_wan2_1_infinitetalk-1", "two people talking, three-quarter views, glasses (a quality-bench clip)",
+         True),
+    Clip("video_ltx2_3_i2v-1", "talking face without glasses, ~80 px (a quality-bench clip)", True),
 )
 
 # Panel faces used as sources (bench/quality/panel.py names). All three come from the video wheel

@@ -64,26 +64,31 @@ def table(swapper: str = "classical", whole: bool = False) -> list[dict]:
     """One row per labelled face of one swap path: id, clip, source, acceptable, defects, the gate's
     values and verdict. ``whole``: for a path in ``LINEAGE``, on every run the lineage labelled
     (the path's own faces first, then the earlier paths' on the runs it left unchanged)."""
-    if whole and swapper in LINEAGE:
-        rows, taken = [], set()
-        for p in LINEAGE[swapper]:
-            own = table(p)
-            rows += [r for r in own if (r["clip"], r["source"]) not in taken]
-            taken |= {(r["clip"], r["source"]) for r in own}
-        return rows
+    paths = LINEAGE.get(swapper, (swapper,)) if whole else (swapper,)
     lab = qlabels.labels(1)
     gate = {r["id"]: r for r in map(json.loads, GATE.read_text().splitlines())}
     prov = {r["id"]: r for r in qlabels.faces()}
-    rows = []
+    by_path: dict[str, list[dict]] = {p: [] for p in paths}
     for fid, lb in lab.items():
         g, p = gate[fid], prov[fid]
-        if path_of(p) != swapper:
+        if path_of(p) not in by_path:
             continue
-        rows.append({"id": fid, "clip": p["clip"], "source": p["source"], "acceptable": lb["acceptable"],
-                     "defects": lb["defects"], "shipped_pass": not g.get("reasons"),
-                     "redetected": bool(g.get("redetected", True)),
-                     **{m: g.get(m) for m, _ in METRICS}})
+        by_path[path_of(p)].append({"id": fid, "clip": p["clip"], "source": p["source"],
+                                    "acceptable": lb["acceptable"], "defects": lb["defects"],
+                                    "shipped_pass": not g.get("reasons"),
+                                    "redetected": bool(g.get("redetected", True)),
+                                    **{m: g.get(m) for m, _ in METRICS}})
+    rows, taken = [], set()
+    for p in paths:
+        rows += [r for r in by_path[p] if (r["clip"], r["source"]) not in taken]
+        taken |= {(r["clip"], r["source"]) for r in by_path[p]}
     return rows
+
+
+def _share(rows: list[dict]) -> dict:
+    """How many faces, and the share of them a viewer accepts (None without faces)."""
+    return {"faces": len(rows),
+            "accepted": round(sum(r["acceptable"] for r in rows) / len(rows), 3) if rows else None}
 
 
 def _values(rows: list[dict], metric: str) -> np.ndarray:
@@ -204,15 +209,11 @@ def accepted(round_: str | None = None) -> dict:
             rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in rows if r["id"] in mixed]
         if not rows:
             continue
-
-        def share(rs):
-            return {"faces": len(rs), "accepted": round(sum(r["acceptable"] for r in rs) / len(rs), 3) if rs else None}
-
         good = [r for r in rows if r["source"] in GOOD_SOURCES]
-        out[sw] = {**share(rows), "good_sources": share(good),
-                   "per_clip": {c: share([r for r in rows if r["clip"] == c])
+        out[sw] = {**_share(rows), "good_sources": _share(good),
+                   "per_clip": {c: _share([r for r in rows if r["clip"] == c])
                                 for c in sorted({r["clip"] for r in rows})},
-                   "per_source": {s: share([r for r in rows if r["source"] == s])
+                   "per_source": {s: _share([r for r in rows if r["source"] == s])
                                   for s in sorted({r["source"] for r in rows})}}
     return out
 
@@ -222,15 +223,11 @@ def accepted_whole(path: str = SHIPPED_PATH) -> dict:
     labels), overall and per clip, all sources and the good ones: issue 49's target reads per clip
     with the good sources."""
     rows = table(path, whole=True)
-
-    def share(rs):
-        return {"faces": len(rs), "accepted": round(sum(r["acceptable"] for r in rs) / len(rs), 3) if rs else None}
-
     good = [r for r in rows if r["source"] in GOOD_SOURCES]
     clips = sorted({r["clip"] for r in rows})
-    return {**share(rows), "good_sources": share(good),
-            "per_clip": {c: {"all": share([r for r in rows if r["clip"] == c]),
-                             "good": share([r for r in good if r["clip"] == c])} for c in clips}}
+    return {**_share(rows), "good_sources": _share(good),
+            "per_clip": {c: {"all": _share([r for r in rows if r["clip"] == c]),
+                             "good": _share([r for r in good if r["clip"] == c])} for c in clips}}
 
 
 def measure(path: str = SHIPPED_PATH) -> dict:

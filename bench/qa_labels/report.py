@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import section
 from ..section import Section, Target
 from ..section import table as _table
+from .agreement import LINEAGE
 from .labels import DEFECTS
 
 DOC = section.DOCS / "qa_agreement.md"
@@ -66,8 +67,6 @@ ABOUT = ("Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/
 def body(res: dict) -> list[str]:
     lines = []
     ag = res.get("agreement") or {}
-    from .agreement import LINEAGE
-
     path = res.get("path", "classical")
     lineage = LINEAGE.get(path, ())[1:]
     whole = (f" On every labelled clip: its own faces on the runs it changed, {' then '.join(lineage)}'s on the runs "

@@ -102,8 +102,8 @@ class QAThresholds:
         return asdict(self)
 
     def shown(self) -> dict:
-        """``to_json`` for people and charts: a limit that is off is None, not a huge number."""
-        return {k: (None if isinstance(v, float) and is_off(v) else v) for k, v in asdict(self).items()}
+        """``to_json`` for people and charts (:func:`shown`)."""
+        return shown(asdict(self))
 
 
 def resolve_limit_set(name: str, swap_methods: Sequence[str] = ()) -> str:
@@ -136,6 +136,12 @@ def limits_note(name: str, source_warnings: Sequence[str] = ()) -> str:
 def is_off(value: float) -> bool:
     """A limit no face can break (``OFF`` for a maximum, ``-OFF`` for a minimum)."""
     return abs(float(value)) >= OFF
+
+
+def shown(limits: dict) -> dict:
+    """Limits (``QAThresholds`` fields, as in a report) for people and charts: an off limit is None,
+    not a huge number."""
+    return {k: (None if isinstance(v, float) and is_off(v) else v) for k, v in limits.items()}
 
 
 def limit_set(name: str = "calibrated (sample clip)") -> QAThresholds:

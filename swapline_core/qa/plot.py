@@ -121,10 +121,9 @@ def _range(values, extra, lo_pad, hi_pad, floor=None, ceil=None):
 
 def plot_report(report: dict) -> np.ndarray:
     """RGB uint8 image (620 x 1000) of a report from :func:`swapline_core.qa.run_qa`."""
-    from .decide import LOAD_METRICS, compact_frames, is_off
+    from .decide import LOAD_METRICS, compact_frames, shown
     img = np.full((H, W, 3), BG, np.uint8)
-    th = {k: v for k, v in report.get("thresholds", {}).items()
-          if v is not None and not (isinstance(v, float) and is_off(v))}
+    th = {k: v for k, v in shown(report.get("thresholds", {})).items() if v is not None}
     frames = report["frames"]
     n = len(frames)
     failing = {i for i, r in enumerate(frames) if r["status"] == "fail"}
