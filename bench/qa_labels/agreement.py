@@ -65,7 +65,7 @@ def table(swapper: str = "classical", whole: bool = False) -> list[dict]:
     values and verdict. ``whole``: for a path in ``LINEAGE``, on every run the lineage labelled
     (the path's own faces first, then the earlier paths' on the runs it left unchanged)."""
     paths = LINEAGE.get(swapper, (swapper,)) if whole else (swapper,)
-    lab = qlabels.labels(1)
+    lab = qlabels.ruler()
     gate = {r["id"]: r for r in map(json.loads, GATE.read_text().splitlines())}
     prov = {r["id"]: r for r in qlabels.faces()}
     by_path: dict[str, list[dict]] = {p: [] for p in paths}
@@ -276,6 +276,9 @@ def measure_path(path: str) -> dict:
             "all_clips_limits": {"limits": {k: round(v, 4) for k, v in full_limits.items()},
                                  "redetection": full_red},
             "shipped_limits": shipped_limits(), "agreement": qlabels.agreement(),
+            "ruled": {r: {"rule": why, "twins": {t: qlabels.twin_agreement(t)
+                                                 for t, o in qlabels.TWIN.items() if o == r}}
+                      for r, why in qlabels.RULED.items()},
             "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
             "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
 

@@ -66,7 +66,17 @@ BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), 
 # clip, mesh7 and mesh9 (whose first labels came from different rounds, and the same mesh8 pictures
 # of flf2v were labelled acceptable 0.60 in mixed-10 and 0.27 in mixed-11): the ruler's drift, and
 # the shipped path against mesh7 under one ruler.
-RELABEL = {"mixed-12": (("mesh7", "mesh9"), ("video_wan2_2_14B_flf2v-1", "api_kling_avatar2-1"))}
+# mixed-13 and mixed-13b: the painting's mesh7 and mesh9 faces under the protocol's written rule for
+# *soft* on painted or stylised targets (PROTOCOL.md), each face twice, by two labellers (TWIN).
+PAINTING = "video_wan2_2_14B_flf2v-1"
+RELABEL = {"mixed-12": (("mesh7", "mesh9"), (PAINTING, "api_kling_avatar2-1")),
+           "mixed-13": (("mesh7", "mesh9"), (PAINTING,)), "mixed-13b": (("mesh7", "mesh9"), (PAINTING,))}
+# A round whose sheets hold its twin's faces again: the twin's sheets rotated by half and shuffled
+# within each sheet, so a labeller given sheet k of one and sheet k of the other never sees a face twice.
+TWIN = {"mixed-13b": "mixed-13"}
+# Rounds judged under a protocol rule written after the first labels: on their clips their labels
+# are the ruler (``ruler``), replacing the first labels of the faces they judged.
+RULED = {"mixed-13": "soft on painted or stylised targets, written in PROTOCOL.md on 2026-12-07"}
 
 # what a viewer sees, in the issue's words
 DEFECTS = {
@@ -95,6 +105,20 @@ def labels(pass_: int | None = 1, sheets: str | None = None) -> dict[str, dict]:
     rows = [json.loads(x) for x in LABELS.read_text().splitlines() if x.strip()]
     return {r["id"]: r for r in rows if (pass_ is None or r["pass"] == pass_)
             and (sheets is None or r.get("sheets") == sheets)}
+
+
+def ruler() -> dict[str, dict]:
+    """The labels every figure reads: the first labels, except where a ``RULED`` round judged the
+    face again under a rule written later."""
+    out = labels(1)
+    for round_ in RULED:
+        out.update(labels(None, round_))
+    return out
+
+
+def twin_agreement(round_: str = "mixed-13b") -> dict:
+    """Two labellers on the same faces in one round and its twin: share with the same verdict, kappa."""
+    return _agreement(labels(None, TWIN[round_]), labels(None, round_))
 
 
 def _sheet(rows: list[dict], numbers: list[int], path: Path) -> None:
@@ -142,7 +166,15 @@ def relabel_sheets(round_: str, out: Path = SHEETS) -> Path:
     done = labels(None, round_)
     rows = [r for r in faces() if path_of(r) in paths and r["clip"] in clips and r["id"] not in done]
     random.Random(SECOND_SEED + 2).shuffle(rows)
-    return _write_sheets(rows, 10001, out / round_)
+    if round_ in TWIN:
+        order = json.loads((out / TWIN[round_] / "index.json").read_text())
+        by_id = {r["id"]: r for r in rows}
+        twin = [by_id[i] for i in order.values() if i in by_id]
+        blocks = [twin[s:s + PER_SHEET] for s in range(0, len(twin), PER_SHEET)]
+        blocks = blocks[len(blocks) // 2:] + blocks[:len(blocks) // 2]
+        rng = random.Random(SECOND_SEED + 3)
+        rows = [r for b in blocks for r in rng.sample(b, len(b))]
+    return _write_sheets(rows, 20001 if round_ in TWIN else 10001, out / round_)
 
 
 def _write_sheets(rows: list[dict], first: int, sub: Path) -> Path:
@@ -238,7 +270,10 @@ def merge(files: list[Path], index: Path, pass_: int | None, labeller: str, roun
 
 def agreement() -> dict:
     """Second pass against the first: share of faces with the same verdict, and Cohen's kappa."""
-    a, b = labels(1), labels(2)
+    return _agreement(labels(1), labels(2))
+
+
+def _agreement(a: dict[str, dict], b: dict[str, dict]) -> dict:
     both = sorted(set(a) & set(b))
     if not both:
         return {"faces": 0}

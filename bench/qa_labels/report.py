@@ -79,6 +79,13 @@ def body(res: dict) -> list[str]:
               f"the mesh path's on the mixed sheets): {ag.get('faces', 0)} faces, same verdict "
               f"{_f(ag.get('same_verdict'))}, Cohen's kappa {_f(ag.get('kappa'))} (first ok, second bad: "
               f"{ag.get('first_ok_second_bad')}; first bad, second ok: {ag.get('first_bad_second_ok')}).", ""]
+    for rnd, ru in (res.get("ruled") or {}).items():
+        twins = "; ".join(f"round {t} judged the same faces again (other sheets): {tw.get('faces', 0)} faces, same "
+                          f"verdict {_f(tw.get('same_verdict'))}, kappa {_f(tw.get('kappa'))}"
+                          for t, tw in ru["twins"].items())
+        lines += [f"Round {rnd} judged faces again under a rule written after their first labels ({ru['rule']}); "
+                  "its labels replace their first labels in every figure here (`labels.RULED`)"
+                  f"{'; ' + twins if twins else ''}.", ""]
     lo, sh = res["loco"], res["shipped"]
     for rnd, acc in (res.get("accepted_side_by_side") or {}).items():
         lines += _accepted(acc, f"## What a viewer accepts of each built-in swap path, side by side (round {rnd})",

@@ -117,6 +117,38 @@ def test_a_mixed_round_files_each_face_once_under_its_round(tmp_path, monkeypatc
         labels.merge([mixed], index, None, "l3")
 
 
+def test_a_ruled_round_replaces_first_labels_and_its_twin_only_measures(tmp_path, monkeypatch):
+    monkeypatch.setattr(labels, "LABELS", tmp_path / "labels.jsonl")
+    monkeypatch.setattr(labels, "RULED", {"r1": "a rule"})
+    monkeypatch.setattr(labels, "TWIN", {"r1b": "r1"})
+    index = tmp_path / "index.json"
+    index.write_text(json.dumps(INDEX))
+    for text, pass_, round_ in (("1 ok\n2 ok\n3 ok\n", 1, None), ("1 bad soft\n2 ok\n", None, "r1"),
+                                ("1 bad soft\n2 bad soft\n", None, "r1b")):
+        f = tmp_path / "answers.txt"
+        f.write_text(text)
+        labels.merge([f], index, pass_, "l", round_)
+    ruler = labels.ruler()
+    assert not ruler["a|s|000|0"]["acceptable"] and ruler["a|s|002|0"]["acceptable"]
+    assert ruler["b|s|000|0"]["acceptable"] and ruler["b|s|000|0"]["pass"] == 1
+    tw = labels.twin_agreement("r1b")
+    assert tw["faces"] == 2 and tw["same_verdict"] == 0.5 and tw["first_ok_second_bad"] == 1
+
+
+def test_a_twin_round_never_shows_a_labeller_the_same_face_twice(tmp_path, monkeypatch):
+    """Sheet k of a round and sheet k of its twin (one labeller's pair) share no face; together
+    they hold the same faces."""
+    monkeypatch.setattr(labels, "LABELS", tmp_path / "none.jsonl")
+    for twin, round_ in labels.TWIN.items():
+        a = json.loads(labels.relabel_sheets(round_, tmp_path).read_text())
+        b = json.loads(labels.relabel_sheets(twin, tmp_path).read_text())
+        assert len(a) >= 2 * labels.PER_SHEET and sorted(a.values()) == sorted(b.values())
+        assert min(map(int, b)) > max(map(int, a))
+        av, bv = list(a.values()), list(b.values())
+        for s in range(0, len(av), labels.PER_SHEET):
+            assert not set(av[s:s + labels.PER_SHEET]) & set(bv[s:s + labels.PER_SHEET])
+
+
 def test_the_held_out_clips_are_none_of_the_development_clips_and_were_chosen_by_the_rule():
     """The independent check's clips: candidates no development clip is among, chosen by the
     recorded rule (enough large faces, seeded shuffle), each labelled face from one of them."""
