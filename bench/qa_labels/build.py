@@ -76,7 +76,9 @@ QA_POLICY = "flag only"
 # warp, softened to the target's sharpness, and a finer shading floor; "mesh8" with a glasses rim
 # closed round an eye kept with its lens (masks/rims.py) and a glasses frame 0.06 more chromatic
 # than the skin (masks/glasses.py; 0.02 before); "mesh9" with the rims voted on by the track's
-# frames (rims.vote: found frame by frame they toggled the lens, read as flicker).
+# frames (rims.vote: found frame by frame they toggled the lens, read as flicker); "mesh10" with the
+# target kept 0.05 of the face size round the eyes and the mouth (0.025 / 0.01) and the target's own
+# skin detail where it has more than the result (mesh_blend.CARRY).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -87,10 +89,11 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh6": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh7": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh8": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh9": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh9": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh10": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
-             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH}
+             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH, "mesh10": MESH}
 # the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
