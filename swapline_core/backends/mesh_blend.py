@@ -198,16 +198,11 @@ def mirror_seam(warped: np.ndarray, valid: np.ndarray, mirrored: np.ndarray, siz
 # scaled down where it is stronger than ``DETAIL_GAIN`` x the target's own at the same place.
 DETAIL_SCALE = 0.05
 DETAIL_GAIN = 1.0
-# ... and where the target's is stronger, its own detail makes up the difference (share of it): the
-# source photo's smooth skin on a painted target (brush strokes) or a grainy one read as a photo
-# pasted in (labelled *soft* under the protocol's rule for stylised targets, round mixed-13).
-CARRY = 1.0
 
 
 def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, size: float) -> np.ndarray:
-    """``warped`` with its fine texture on plain skin (``skin``: bool map) as strong as the
-    target's: local RMS of the detail band, source over target, capped at ``DETAIL_GAIN``; where
-    the target's is stronger, ``CARRY`` of the missing part is the target's own detail.
+    """``warped`` with its fine texture on plain skin (``skin``: bool map) no stronger than the
+    target's: local RMS of the detail band, source over target, capped at ``DETAIL_GAIN``.
 
     Why: the source's stubble, pores and the shadow of its nose side, pasted onto a smooth or soft
     target, read as dirt: "blotch" was the first defect of the labelled mesh faces (251 of 488 on
@@ -223,14 +218,7 @@ def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, size: 
     e_t = smooth((det_t ** 2).mean(axis=2), win)
     gain = np.minimum(1.0, DETAIL_GAIN * np.sqrt(e_t / np.maximum(e_w, 1e-3)))
     gain = np.where(skin, gain, 1.0).astype(np.float32)
-    out = base_w + det_w * gain[..., None]
-    if CARRY > 0:
-        # where the target's skin has more fine texture than the result, the rest of it is the
-        # target's own (``CARRY``), faded in over the skin map's edge
-        rest = np.clip(e_t - e_w * gain ** 2, 0, None)
-        add = CARRY * np.sqrt(rest / np.maximum(e_t, 1e-3)) * smooth(skin.astype(np.float32), s)
-        out = out + det_t * add[..., None].astype(np.float32)
-    return out
+    return base_w + det_w * gain[..., None]
 
 
 # Sharpness match (``match_sharpness``): the Gaussian blurs tried, in px, until the warped texture's

@@ -48,7 +48,6 @@ from . import face_mesh as fm
 from .classical import reinhard_lab
 from .mesh_blend import (
     BUSY_TIMES,
-    CARRY,
     DETAIL_GAIN,
     DETAIL_SCALE,
     STATS_PIXELS,
@@ -303,7 +302,7 @@ class MeshSwapper(FaceSwapper):
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), HIDDEN_SHARE,
-                self.blend, DETAIL_GAIN, DETAIL_SCALE, CARRY, SHADING_MIN_PX, BUSY_TIMES, PREFILTER_RATIO)
+                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX, BUSY_TIMES, PREFILTER_RATIO)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
