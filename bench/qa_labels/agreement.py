@@ -203,14 +203,19 @@ def accepted(round_: str | None = None) -> dict:
     paths' faces of the same runs, shuffled together (the fair comparison: labellers differ)."""
     out = {}
     mixed = qlabels.labels(None, round_) if round_ else None
+    lineage = qlabels.BESIDE_FIRST.get(round_)
     for sw in SWAPPERS:
-        rows = table(sw)
+        if lineage and sw in lineage[1:]:
+            continue
+        # one column for the pictures shipped beside the new path: the lineage's, run by run
+        rows = [r for p in lineage for r in table(p)] if lineage and sw == lineage[0] else table(sw)
         if mixed is not None:
             rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in rows if r["id"] in mixed]
         if not rows:
             continue
         good = [r for r in rows if r["source"] in GOOD_SOURCES]
-        out[sw] = {**_share(rows), "good_sources": _share(good),
+        key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if lineage and sw == lineage[0] else sw
+        out[key] = {**_share(rows), "good_sources": _share(good),
                    "per_clip": {c: _share([r for r in rows if r["clip"] == c])
                                 for c in sorted({r["clip"] for r in rows})},
                    "per_source": {s: _share([r for r in rows if r["source"] == s])

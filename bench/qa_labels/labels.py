@@ -48,9 +48,11 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # happyhorse t2v, the flf2v painting); heldout-5 the same on the held-out clips where it does
 # (api_kling_o3_flf2v-1, video_humo-1), heldout2-2 on the second held-out set's
 # (video_ltx2_3_id_lora-1). mixed-11, heldout-6, heldout2-3: path mesh9 (the rims voted on by the
-# track's frames) beside mesh8, on the runs where the rims rule finds a rim.
+# track's frames) beside mesh8, on the runs where the rims rule finds a rim. mixed-14: path mesh10
+# (wider margins round the eyes and mouth) beside the shipped path's pictures of every run
+# (BESIDE_FIRST: mesh9's, else mesh8's, else mesh7's), under the written rule for soft.
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
-          "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10", "mesh9": "mixed-11"}
+          "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10", "mesh9": "mixed-11", "mesh10": "mixed-14"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
 # (mesh4) on the four sources only the classical path had been judged on (small, side-lit,
 # astronaut, a second panel face), beside the classical faces of the same runs.
@@ -59,7 +61,11 @@ ROUND = ROUNDS["mesh7"]
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
           "mixed-9": ("mesh6",), "heldout-4": ("mesh6",), "mixed-10": ("mesh7",), "heldout-5": ("mesh7",),
-          "heldout2-2": ("mesh7",), "mixed-11": ("mesh8",), "heldout-6": ("mesh8",), "heldout2-3": ("mesh8",)}
+          "heldout2-2": ("mesh7",), "mixed-11": ("mesh8",), "heldout-6": ("mesh8",), "heldout2-3": ("mesh8",),
+          "mixed-14": ("mesh9", "mesh8", "mesh7")}
+# Rounds whose old faces are one path's per run: the first of these with faces of that run (the
+# pictures a path built only on the runs it changed ships on the others: agreement.LINEAGE).
+BESIDE_FIRST = {"mixed-14": BESIDE["mixed-14"]}
 
 # Rounds that judge again faces already labelled, on shuffled sheets of their own: the same labellers
 # see each listed path's faces of the listed clips. mixed-12: the painted flf2v clip and the sample
@@ -154,6 +160,11 @@ def mixed_sheets(round_: str = ROUND, out: Path = SHEETS) -> Path:
     beside = BESIDE.get(round_)
     old = [r for r in rows if r["id"] in have and (r["clip"], r["source"]) in runs and path_of(r) not in paths
            and (beside is None or path_of(r) in beside)]
+    if round_ in BESIDE_FIRST:
+        have_paths = {(r["clip"], r["source"], path_of(r)) for r in old}
+        first = {run: next(p for p in BESIDE_FIRST[round_] if (*run, p) in have_paths)
+                 for run in {(r["clip"], r["source"]) for r in old}}
+        old = [r for r in old if path_of(r) == first[(r["clip"], r["source"])]]
     mix = new + old
     random.Random(SECOND_SEED + 1).shuffle(mix)
     return _write_sheets(mix, 10001, out / round_)

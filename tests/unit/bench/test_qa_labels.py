@@ -135,6 +135,24 @@ def test_a_ruled_round_replaces_first_labels_and_its_twin_only_measures(tmp_path
     assert tw["faces"] == 2 and tw["same_verdict"] == 0.5 and tw["first_ok_second_bad"] == 1
 
 
+def test_a_lineage_round_shows_one_earlier_path_per_run(monkeypatch):
+    """Beside a new path, each run's pictures as shipped: the first path of BESIDE_FIRST with faces."""
+    def row(clip, path, k=0):
+        return {"id": f"{clip}|s|{k:03d}|0|{path}", "clip": clip, "source": "s", "path": path, "crop": "x"}
+    rows = [row("a", "mesh10"), row("a", "mesh9"), row("a", "mesh7"), row("b", "mesh10"), row("b", "mesh7"),
+            row("b", "mesh8", 2), row("c", "mesh7")]
+    monkeypatch.setattr(labels, "faces", lambda: rows)
+    first = {r["id"]: {"acceptable": True} for r in rows if r["path"] != "mesh10"}
+    monkeypatch.setattr(labels, "labels", lambda pass_=1, sheets=None: first if pass_ == 1 and sheets is None else {})
+    got = {}
+    monkeypatch.setattr(labels, "_write_sheets",
+                        lambda mix, n, sub: got.setdefault("ids", sorted(r["id"] for r in mix)))
+    monkeypatch.setitem(labels.BESIDE_FIRST, "r-test", ("mesh9", "mesh8", "mesh7"))
+    monkeypatch.setitem(labels.BESIDE, "r-test", ("mesh9", "mesh8", "mesh7"))
+    labels.mixed_sheets("r-test")
+    assert got["ids"] == sorted(["a|s|000|0|mesh10", "a|s|000|0|mesh9", "b|s|000|0|mesh10", "b|s|002|0|mesh8"])
+
+
 def test_a_twin_round_never_shows_a_labeller_the_same_face_twice(tmp_path, monkeypatch):
     """Sheet k of a round and sheet k of its twin (one labeller's pair) share no face; together
     they hold the same faces."""
