@@ -77,7 +77,8 @@ QA_POLICY = "flag only"
 # closed round an eye kept with its lens (masks/rims.py) and a glasses frame 0.06 more chromatic
 # than the skin (masks/glasses.py; 0.02 before); "mesh9" with the rims voted on by the track's
 # frames (rims.vote: found frame by frame they toggled the lens, read as flicker); "mesh10" with the
-# target kept 0.05 of the face size round the mouth (0.01).
+# target kept 0.05 of the face size round the mouth (0.01; MeshSwapper(mouth_margin=0.05), labelled in
+# round mixed-14 beside the shipped path, built at 416df66; not shipped: docs/quality.md).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
