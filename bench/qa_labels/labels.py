@@ -49,7 +49,7 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # (api_kling_o3_flf2v-1, video_humo-1), heldout2-2 on the second held-out set's
 # (video_ltx2_3_id_lora-1). mixed-11, heldout-6, heldout2-3: path mesh9 (the rims voted on by the
 # track's frames) beside mesh8, on the runs where the rims rule finds a rim. mixed-14: path mesh10
-# (wider margins round the eyes and mouth) beside the shipped path's pictures of every run
+# (a wider margin round the mouth) beside the shipped path's pictures of every run
 # (BESIDE_FIRST: mesh9's, else mesh8's, else mesh7's), under the written rule for soft.
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
           "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10", "mesh9": "mixed-11", "mesh10": "mixed-14"}

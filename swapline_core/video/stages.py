@@ -344,18 +344,18 @@ def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: 
         return seq
     key = stage_key("revert", seq.key, sorted(frames))
     store = ChunkStore(store_root, key, {"stage": "revert", "frames": sorted(frames)})
-    chunks = [c for c in range(seq.n_chunks) if frames.intersection(seq.chunk_range(c))]
     # Only the chunks holding a reverted frame are read, each decoded once for both views; the
     # others get an empty layer chunk.
+    chunks = {c for c in range(seq.n_chunks) if frames.intersection(seq.chunk_range(c))}
     for c in range(seq.n_chunks):
         if c not in chunks and not store.has(c):
             store.save(c, {"n": np.array(len(seq.chunk_range(c)))})
-    hooks.progress(sum(len(seq.chunk_range(c)) for c in range(seq.n_chunks) if c not in chunks))
-    todo = [c for c in chunks if not store.has(c)]
-    hooks.progress(sum(len(seq.chunk_range(c)) for c in chunks if c not in todo))
+    todo = sorted(c for c in chunks if not store.has(c))
+    todo_set = set(todo)
+    hooks.progress(seq.count - sum(len(seq.chunk_range(c)) for c in todo))
     for c, orig, before in (seq.iter_chunk_pairs(todo[0]) if todo else ()):
         hooks.check_interrupt()
-        if c in todo:
+        if c in todo_set:
             store.save(c, encode_diff_chunk(before, [orig[k] if i in frames else before[k]
                                                      for k, i in enumerate(seq.chunk_range(c))]))
             hooks.progress(len(before))

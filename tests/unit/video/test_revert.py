@@ -50,3 +50,26 @@ def test_revert_puts_originals_back_on_those_frames_only(tmp_path, monkeypatch, 
                         lambda *a, **k: (decoded.append(a[1]) or real(*a, **k)))
     again = revert_frames(seq, reverted, str(tmp_path / "store"), Hooks())
     assert decoded == [] and again.key == out.key
+
+
+def test_an_interrupted_revert_resumes_at_the_chunk_it_had_not_stored(tmp_path, monkeypatch):
+    clip = make_video(tmp_path / "c.mp4", n=14)
+    seq = _painted(FrameSequence.open(str(clip), 0, 14, 1, 4), tmp_path / "store")
+    calls = []
+
+    def stop_on_second():
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        revert_frames(seq, set(range(14)), str(tmp_path / "store"), Hooks(check_interrupt=stop_on_second))
+    decoded, done = [], []
+    real = vframes.video_read.iter_chunks
+    monkeypatch.setattr(vframes.video_read, "iter_chunks",
+                        lambda *a, **k: (decoded.append(a[1]) or real(*a, **k)))
+    out = revert_frames(seq, set(range(14)), str(tmp_path / "store"), Hooks(progress=done.append))
+    assert decoded == [4] and sum(done) == 14
+    originals = [f for _, ch in seq.original().iter_chunks() for f in ch]
+    got = [f for _, ch in out.iter_chunks() for f in ch]
+    assert all(np.array_equal(a, b) for a, b in zip(got, originals)) and len(got) == 14
