@@ -17,7 +17,7 @@ reading and class (classical path, first-pass labels):
 - the same limit added to agreement.choose's leave-one-clip-out gate: recall of each class and the
   gate's precision and recall, with and without it;
 - resolution: the reading on the 192 px crop against the same crop shrunk to the face's native
-  size (the crops upscale small faces), and the crop's reading against the gate's own (gate.jsonl).
+  size (the crops upscale small faces), and the crop's reading against the gate's own (gate.jsonl.gz).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.paths import OUT
 from bench.qa_labels import agreement as ag
-from bench.qa_labels.build import CROP, PAD, SET
+from bench.qa_labels.build import CROP, PAD, SET, gate_records
 
 # readings looked at: (key, class it is meant for, failing direction); "detail_ratio_low" is the
 # gate's detail_ratio read as a minimum (its limit is a maximum: pasted texture)
@@ -82,7 +82,7 @@ def readings(with_native: bool = True) -> list[dict]:
 
     lab = qlabels.labels(1)
     prov = {r["id"]: r for r in qlabels.faces()}
-    gate = {r["id"]: r for r in map(json.loads, (SET / "gate.jsonl").read_text().splitlines())}
+    gate = {r["id"]: r for r in gate_records()}
     faces = [prov[i] for i in lab if prov[i].get("crop")]
     lms = landmarks(faces)
     mean = np.mean([v for v in lms.values() if v is not None], axis=0).astype(np.float32)

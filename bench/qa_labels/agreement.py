@@ -30,7 +30,7 @@ from swapline_core.qa.decide import _CHECKS, QAThresholds, is_off
 
 from ..paths import REPO
 from . import labels as qlabels
-from .build import GATE, SWAPPERS, path_of
+from .build import SWAPPERS, gate_records, path_of
 
 MIN_RECALL, MIN_AUC, STEP_GAIN = 0.70, 0.60, 0.005
 # issue 49's "good sources": the shipped photos and a sharp frontal panel face
@@ -46,11 +46,7 @@ FIELD = {m: f for m, f, *_ in _CHECKS}        # metric -> QAThresholds field (ed
 # labels chose the mesh limit set and carry the side-by-side with the classical path (rounds
 # mixed-5 and mixed-7).
 SHIPPED_PATH = "mesh9"
-# A path judged on every labelled clip: its own faces on the runs it changed, the earlier paths'
-# elsewhere. mesh8 and mesh9 were built and labelled only on the runs they change (found by swapping
-# every clip's sampled frames with and without the change); on the others their pictures are
-# mesh7's, whose labels stand for them (labels belong to the pictures: docs/qa.md).
-LINEAGE = {"mesh9": ("mesh9", "mesh8", "mesh7"), "mesh8": ("mesh8", "mesh7")}
+LINEAGE = qlabels.LINEAGE
 # the limit set each path's labels choose (swapline_core/qa/decide.py LIMIT_SETS); the mesh set
 # from the shipped path's labels since mesh7 (its softened texture moved the detail and blotch
 # readings: mesh4's limits passed its faces at precision 0.683, the rule on its own clips at 0.814
@@ -66,7 +62,7 @@ def table(swapper: str = "classical", whole: bool = False) -> list[dict]:
     (the path's own faces first, then the earlier paths' on the runs it left unchanged)."""
     paths = LINEAGE.get(swapper, (swapper,)) if whole else (swapper,)
     lab = qlabels.ruler()
-    gate = {r["id"]: r for r in map(json.loads, GATE.read_text().splitlines())}
+    gate = {r["id"]: r for r in gate_records()}
     prov = {r["id"]: r for r in qlabels.faces()}
     by_path: dict[str, list[dict]] = {p: [] for p in paths}
     for fid, lb in lab.items():
@@ -203,18 +199,19 @@ def accepted(round_: str | None = None) -> dict:
     paths' faces of the same runs, shuffled together (the fair comparison: labellers differ)."""
     out = {}
     mixed = qlabels.labels(None, round_) if round_ else None
-    lineage = qlabels.BESIDE_FIRST.get(round_)
+    lineage = qlabels.BESIDE[round_] if round_ in qlabels.BESIDE_FIRST else ()
     for sw in SWAPPERS:
-        if lineage and sw in lineage[1:]:
+        if sw in lineage[1:]:
             continue
         # one column for the pictures shipped beside the new path: the lineage's, run by run
-        rows = [r for p in lineage for r in table(p)] if lineage and sw == lineage[0] else table(sw)
+        shipped = bool(lineage) and sw == lineage[0]
+        rows = table(sw, whole=shipped)
         if mixed is not None:
             rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in rows if r["id"] in mixed]
         if not rows:
             continue
         good = [r for r in rows if r["source"] in GOOD_SOURCES]
-        key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if lineage and sw == lineage[0] else sw
+        key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if shipped else sw
         out[key] = {**_share(rows), "good_sources": _share(good),
                    "per_clip": {c: _share([r for r in rows if r["clip"] == c])
                                 for c in sorted({r["clip"] for r in rows})},

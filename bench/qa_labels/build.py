@@ -8,9 +8,9 @@ swapped faces become crop pairs, target | result, each side CROP px square aroun
 grown by PAD. A face the swap stage refused (left untouched on purpose) is recorded but not cropped:
 there is nothing swapped to judge. Runs already in the set are skipped, so the build resumes.
 
-Clips: the development set (bench/generalization/devset.py) plus the eight clips issue 48 names from
-the same MIT wheel. Only these may be fetched or looked at; the wheel's other clips are kept for
-independent checks. Sources: the shipped photos, a panel face, the small source and a side-lit one
+Clips: the development set, which the project is tuned on: bench/generalization/devset.py's clips
+plus the eight clips issue 48 names from the same MIT wheel (tuned on since they were added). Only
+these may be fetched or looked at; the wheel's other clips are kept for independent checks. Sources: the shipped photos, a panel face, the small source and a side-lit one
 (``side_lit``: a fixed recipe on a panel face).
 """
 from __future__ import annotations
@@ -40,7 +40,8 @@ HELDOUT = SET_NAME != "set"
 SET = Path(__file__).resolve().parent / SET_NAME
 CROPS = SET / "crops"
 FACES = SET / "faces.jsonl"
-GATE = SET / "gate.jsonl"
+# gzip: the gate's record of every face of the development set is ~6 MB as text
+GATE = SET / "gate.jsonl.gz"
 
 EXTRA_CLIPS = (
     devset.Clip("video_capybara_v0_1_image_to_video-1", "two people, selfie"),
@@ -94,7 +95,7 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
              "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH, "mesh10": MESH}
-# the gate's per-face keys kept in gate.jsonl (the mouth profiles are arrays for the window only)
+# the gate's per-face keys kept in gate.jsonl.gz (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
 
@@ -179,6 +180,24 @@ def path_of(row: dict) -> str:
     return next((k for k, v in SWAPPERS.items() if v == row.get("swapper")), "classical")
 
 
+def gate_records() -> list[dict]:
+    """The gate's record of every face of the set (gate.jsonl.gz), in the order written."""
+    import gzip
+
+    if not GATE.is_file():
+        return []
+    with gzip.open(GATE, "rt") as f:
+        return [json.loads(x) for x in f if x.strip()]
+
+
+def write_gate(rows: list[dict]) -> None:
+    """Write gate.jsonl.gz anew (no time stamp in the gzip header: the same rows, the same bytes)."""
+    import gzip
+
+    with open(GATE, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode())
+
+
 def _append(path: Path, rows: list[dict]) -> None:
     with open(path, "a") as f:
         for r in rows:
@@ -197,7 +216,7 @@ def _jpeg(rgb: np.ndarray) -> bytes:
 
 def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[np.ndarray], every: int,
               rev: str, swapper: str = "classical") -> tuple[list[dict], list[dict], dict[str, bytes]]:
-    """The (faces.jsonl, gate.jsonl) rows of one run and its crops as JPEG bytes by file name."""
+    """The (faces.jsonl, gate.jsonl.gz) rows of one run and its crops as JPEG bytes by file name."""
     face_rows, gate_rows, crops = [], [], {}
     for rec in res["qa"]["frames"]:
         i = rec["frame"]
@@ -276,7 +295,7 @@ def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = 
             face_rows = [{"id": face_id(clip.name, src.name, -1, None, swapper), "clip": clip.name,
                           "source": src.name, "frame": -1, "crop": None, "not_swapped": "no tracked face",
                           "commit": rev, "swapper": SWAPPERS[swapper], "path": swapper}]
-        _append(GATE, gate_rows)
+        write_gate(gate_records() + gate_rows)
         _append(FACES, face_rows)
         log(f"qa_labels: {clip.name} x {src.name}: {len(crops)} pairs ({time.perf_counter() - t0:.0f} s)")
         t0 = time.perf_counter()
@@ -304,7 +323,7 @@ def same_picture(new: bytes | None, old: bytes) -> bool:
 
 
 def regate(log=print, paths: list[str] | None = None) -> list[str]:
-    """Run every run of the set again with today's code and write gate.jsonl anew (new gate
+    """Run every run of the set again with today's code and write gate.jsonl.gz anew (new gate
     metrics on the labelled faces). The labels belong to the pictures: a face whose crop is not
     the labelled picture (``same_picture``) is listed and nothing is written (rebuild and label it).
     ``paths``: only these swap paths' runs (the others' records are kept as they are: a path whose
@@ -317,8 +336,7 @@ def regate(log=print, paths: list[str] | None = None) -> list[str]:
         raise SystemExit(f"no labelled runs of path(s) {unknown} in {FACES}; paths there: "
                          f"{sorted({path_of(r) for r in faces})}")
     if paths:
-        gate = [r for r in map(json.loads, GATE.read_text().splitlines())
-                if not want.get(r["id"]) or path_of(want[r["id"]]) not in paths]
+        gate = [r for r in gate_records() if not want.get(r["id"]) or path_of(want[r["id"]]) not in paths]
     for swapper in sorted({path_of(r) for r in faces} & set(paths or SWAPPERS)):
         runs = {(r["clip"], r["source"]) for r in faces if path_of(r) == swapper}
         clips = [c for c in CLIPS if c.name in {k[0] for k in runs}]
@@ -340,9 +358,9 @@ def regate(log=print, paths: list[str] | None = None) -> list[str]:
             gate += gate_rows
             log(f"qa_labels regate: {swapper}: {clip.name} x {src.name}: {len(gate_rows)} records")
     if changed:
-        log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl not written")
+        log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl.gz not written")
         return changed
-    GATE.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in gate))
+    write_gate(gate)
     meta = json.loads((SET / "gate_meta.json").read_text()) if paths and (SET / "gate_meta.json").is_file() else {}
     stamp = {"measured_at_commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "crops_same_as_labelled": sum(1 for r in faces if r.get("crop") and (not paths or path_of(r) in paths)),
@@ -362,7 +380,7 @@ def main(argv=None) -> None:
     ap.add_argument("--frames", type=int, default=FRAMES)
     ap.add_argument("--every", type=int, default=EVERY)
     ap.add_argument("--swapper", choices=sorted(SWAPPERS), default="classical", help="the built-in swap path")
-    ap.add_argument("--regate", action="store_true", help="re-run the set's runs, rewrite gate.jsonl only")
+    ap.add_argument("--regate", action="store_true", help="re-run the set's runs, rewrite gate.jsonl.gz only")
     ap.add_argument("--paths", help="with --regate: only these swap paths' runs (comma-separated; default: all)")
     a = ap.parse_args(argv)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)

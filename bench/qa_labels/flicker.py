@@ -4,7 +4,7 @@ labelling sheet cannot show (a region kept on one frame and swapped on the next)
     .venv/bin/python -m bench.qa_labels.flicker --paths mesh7,mesh8,mesh9 [--clips a,b]
     QA_LABELS_SET=heldout ... (the same on a held-out set)
 
-``flicker_ratio`` (gate.jsonl, ``swapline_core.qa``): the result's frame-to-frame change inside the
+``flicker_ratio`` (gate.jsonl.gz, ``swapline_core.qa``): the result's frame-to-frame change inside the
 face over the target's; 1 = as steady as the target. Median, mean and maximum over the faces the
 gate read (every 2nd of the first 24 frames of each run).
 """
@@ -16,13 +16,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from .build import FACES, GATE, path_of
+from .build import FACES, gate_records, path_of
 
 
 def readings(paths: list[str], clips: list[str] | None = None) -> dict:
     faces = {r["id"]: r for r in map(json.loads, FACES.read_text().splitlines())}
     out: dict = defaultdict(list)
-    for g in map(json.loads, GATE.read_text().splitlines()):
+    for g in gate_records():
         f = faces.get(g["id"])
         if f is None or g.get("flicker_ratio") is None or path_of(f) not in paths:
             continue

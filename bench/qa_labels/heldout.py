@@ -117,7 +117,7 @@ def choose(log=print) -> dict:
 def measure() -> dict:
     """Per built-in path labelled on the held-out clips: the share a viewer accepts (all faces, per
     clip, per source), and the gate's agreement with the labels twice: as it ran when the faces
-    were made (``as_run``: the verdicts in gate.jsonl) and with the limits in the tree now
+    were made (``as_run``: the verdicts in gate.jsonl.gz) and with the limits in the tree now
     (``limits_now``: the path's labelled limit set, chosen on the development set only), each
     with what the QA policies would deliver."""
     from collections import Counter

@@ -58,14 +58,19 @@ ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "m
 # astronaut, a second panel face), beside the classical faces of the same runs.
 SOURCE_ROUNDS = ("mixed-7",)
 ROUND = ROUNDS["mesh7"]
+# A path judged on every labelled clip: its own faces on the runs it changed, the earlier paths'
+# elsewhere. mesh8 and mesh9 were built and labelled only on the runs they change (found by swapping
+# every clip's sampled frames with and without the change); on the others their pictures are
+# mesh7's, whose labels stand for them (labels belong to the pictures: docs/qa.md).
+LINEAGE = {"mesh9": ("mesh9", "mesh8", "mesh7"), "mesh8": ("mesh8", "mesh7")}
 BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), "mixed-6": ("mesh4",),
           "mixed-7": ("classical",), "mixed-8": ("mesh4",), "heldout-3": ("mesh4",),
           "mixed-9": ("mesh6",), "heldout-4": ("mesh6",), "mixed-10": ("mesh7",), "heldout-5": ("mesh7",),
           "heldout2-2": ("mesh7",), "mixed-11": ("mesh8",), "heldout-6": ("mesh8",), "heldout2-3": ("mesh8",),
-          "mixed-14": ("mesh9", "mesh8", "mesh7")}
-# Rounds whose old faces are one path's per run: the first of these with faces of that run (the
-# pictures a path built only on the runs it changed ships on the others: agreement.LINEAGE).
-BESIDE_FIRST = {"mixed-14": BESIDE["mixed-14"]}
+          "mixed-14": LINEAGE["mesh9"]}
+# Rounds whose old faces are one path's per run: the first of BESIDE's with faces of that run (the
+# pictures a path built only on the runs it changed ships on the others: LINEAGE).
+BESIDE_FIRST = ("mixed-14",)
 
 # Rounds that judge again faces already labelled, on shuffled sheets of their own: the same labellers
 # see each listed path's faces of the listed clips. mixed-12: the painted flf2v clip and the sample
@@ -162,7 +167,7 @@ def mixed_sheets(round_: str = ROUND, out: Path = SHEETS) -> Path:
            and (beside is None or path_of(r) in beside)]
     if round_ in BESIDE_FIRST:
         have_paths = {(r["clip"], r["source"], path_of(r)) for r in old}
-        first = {run: next(p for p in BESIDE_FIRST[round_] if (*run, p) in have_paths)
+        first = {run: next(p for p in beside if (*run, p) in have_paths)
                  for run in {(r["clip"], r["source"]) for r in old}}
         old = [r for r in old if path_of(r) == first[(r["clip"], r["source"])]]
     mix = new + old

@@ -82,7 +82,7 @@ def test_leave_one_clip_out_never_judges_a_clip_with_its_own_limits(monkeypatch)
 
 def test_the_committed_set_is_complete():
     faces = {r["id"]: r for r in map(json.loads, build.FACES.read_text().splitlines())}
-    gate = {r["id"] for r in map(json.loads, build.GATE.read_text().splitlines())}
+    gate = {r["id"] for r in build.gate_records()}
     cropped = [r for r in faces.values() if r.get("crop")]
     assert len(cropped) >= 1000 and len({r["clip"] for r in cropped}) >= 14
     assert len({r["source"] for r in cropped}) >= 5
@@ -147,7 +147,7 @@ def test_a_lineage_round_shows_one_earlier_path_per_run(monkeypatch):
     got = {}
     monkeypatch.setattr(labels, "_write_sheets",
                         lambda mix, n, sub: got.setdefault("ids", sorted(r["id"] for r in mix)))
-    monkeypatch.setitem(labels.BESIDE_FIRST, "r-test", ("mesh9", "mesh8", "mesh7"))
+    monkeypatch.setattr(labels, "BESIDE_FIRST", ("r-test",))
     monkeypatch.setitem(labels.BESIDE, "r-test", ("mesh9", "mesh8", "mesh7"))
     labels.mixed_sheets("r-test")
     assert got["ids"] == sorted(["a|s|000|0|mesh10", "a|s|000|0|mesh9", "b|s|000|0|mesh10", "b|s|002|0|mesh8"])
