@@ -80,7 +80,10 @@ QA_POLICY = "flag only"
 # than the skin (masks/glasses.py; 0.02 before); "mesh9" with the rims voted on by the track's
 # frames (rims.vote: found frame by frame they toggled the lens, read as flicker); "mesh10" with the
 # target kept 0.05 of the face size round the mouth (0.01; MeshSwapper(mouth_margin=0.05), labelled in
-# round mixed-14 beside the shipped path, built at 416df66; not shipped: docs/quality.md).
+# round mixed-14 beside the shipped path, built at 416df66; not shipped: docs/quality.md); "mesh11" with
+# pasted plain skin and the ring round the lips never darker than the target by more than
+# mesh_blend.DARKER_L, its fine texture matched on skin pixels only (a moustache and lip-corner
+# stubble were pasted untoned).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -92,10 +95,12 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh7": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh8": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh9": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh10": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh10": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh11": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
-             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH, "mesh10": MESH}
+             "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH, "mesh10": MESH,
+             "mesh11": MESH}
 # the gate's per-face keys kept in gate.jsonl.gz (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 

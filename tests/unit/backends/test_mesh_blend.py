@@ -186,3 +186,44 @@ def test_match_sharpness_softens_a_sharp_paste_to_a_soft_target_and_leaves_a_sha
     assert abs(float(out[where].mean()) - float(sharp[where].mean())) < 1.0      # the colour is untouched
     same, none = match_sharpness(sharp, sharp + 0.5, where)                      # a target as sharp
     assert none == 0.0 and same is sharp
+
+
+def test_match_detail_reads_the_target_skin_beside_a_feature_as_smooth():
+    """A source's moustache band on the target's smooth upper lip is toned down although the
+    target's lip edge (not skin) lies within the window: both sides are read on skin only."""
+    from swapline_core.backends.mesh_blend import match_detail
+
+    patch = np.full((120, 120, 3), 180.0, np.float32)
+    patch[62:80] = 110.0                                   # the target's lip, a sharp edge at row 62
+    skin = np.ones((120, 120), bool)
+    skin[62:80] = False
+    warped = patch.copy()
+    warped[57:61] = 130.0                                  # a dark band just above the lip: a moustache
+    out = match_detail(warped, patch, skin, size=100.0)
+    band = (slice(57, 61), slice(30, 90))
+    assert float(out[band].mean()) > float(warped[band].mean()) + 15.0
+    assert np.allclose(out[62:80], warped[62:80], atol=1e-3)                # the lip itself is not skin
+
+
+def test_no_darker_lifts_a_dark_patch_to_the_target_and_keeps_the_rest():
+    from swapline_core.backends.mesh_blend import DARKER_L, no_darker
+
+    patch = np.full((64, 64, 3), (200.0, 160.0, 140.0), np.float32)
+    patch[:, 48:] = (90.0, 70.0, 60.0)                     # the target's own shadow
+    warped = np.full_like(patch, (190.0, 150.0, 135.0))
+    warped[20:30, 10:40] = (110.0, 80.0, 70.0)             # the source's dark blotch
+    warped[40:50, 10:40] = (120.0, 90.0, 80.0)             # ...outside plain skin: a feature
+    skin = np.ones((64, 64), bool)
+    skin[36:54, :] = False
+    out = no_darker(warped, patch, skin)
+
+    def lab(img):
+        return cv2.cvtColor(np.clip(img / 255.0, 0, 1).astype(np.float32), cv2.COLOR_RGB2Lab)
+
+    lo, lt, lw = lab(out), lab(patch), lab(warped)
+    blotch = (slice(20, 30), slice(10, 40))
+    assert np.allclose(lo[blotch][..., 0], lt[blotch][..., 0] - DARKER_L, atol=0.5)   # lifted to the bound
+    assert np.abs(lo[blotch][..., 1:] - lw[blotch][..., 1:]).max() < 1.5             # its hue kept
+    assert np.array_equal(out[40:50, 10:40], warped[40:50, 10:40])                   # features untouched
+    assert np.array_equal(out[:, 48:][skin[:, 48:]], warped[:, 48:][skin[:, 48:]])  # lighter than a shadow
+    assert np.array_equal(out[:10, :40], warped[:10, :40])                           # within the bound
