@@ -81,9 +81,10 @@ QA_POLICY = "flag only"
 # frames (rims.vote: found frame by frame they toggled the lens, read as flicker); "mesh10" with the
 # target kept 0.05 of the face size round the mouth (0.01; MeshSwapper(mouth_margin=0.05), labelled in
 # round mixed-14 beside the shipped path, built at 416df66; not shipped: docs/quality.md); "mesh11" with
-# pasted plain skin and the ring round the lips never darker than the target by more than
-# mesh_blend.DARKER_L, its fine texture matched on skin pixels only (a moustache and lip-corner
-# stubble were pasted untoned).
+# pasted plain skin and the ring round the lips never more than 6 L darker than the target's, its
+# fine texture matched on skin pixels only (a moustache and lip-corner stubble were pasted untoned;
+# built on 055899c with the change committed as c3d5c5d, labelled in rounds mixed-15, heldout-7 and
+# heldout2-4; not shipped: docs/quality.md).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",

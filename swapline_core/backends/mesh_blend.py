@@ -202,59 +202,23 @@ DETAIL_GAIN = 1.0
 
 def match_detail(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, size: float) -> np.ndarray:
     """``warped`` with its fine texture on plain skin (``skin``: bool map) no stronger than the
-    target's: local RMS of the detail band, source over target, capped at ``DETAIL_GAIN``. Both the
-    band and its RMS are read on the skin pixels only (normalised blurs), so the lips, eyes and brows
-    beside it count on neither side.
+    target's: local RMS of the detail band, source over target, capped at ``DETAIL_GAIN``.
 
     Why: the source's stubble, pores and the shadow of its nose side, pasted onto a smooth or soft
     target, read as dirt: "blotch" was the first defect of the labelled mesh faces (251 of 488 on
-    round mixed-2), mostly stubble on young faces and on low-resolution frames. Read over all
-    pixels, the target's lip edge counted as texture of the smooth skin above it, and a source's
-    moustache there was pasted untoned (the shipped colour photo on the flower-crowned woman)."""
+    round mixed-2), mostly stubble on young faces and on low-resolution frames."""
     if not skin.any():
         return warped
     s = max(0.8, DETAIL_SCALE * size)
-    w = skin.astype(np.float32)
-    cover = np.maximum(smooth(w, s), 1e-3)[..., None]
-    base_w = np.where(skin[..., None], smooth(warped * w[..., None], s) / cover, smooth(warped, s))
-    det_w = (warped - base_w) * w[..., None]
-    det_t = (patch - smooth(patch * w[..., None], s) / cover) * w[..., None]
+    base_w = smooth(warped, s)
+    det_w = warped - base_w
+    det_t = patch - smooth(patch, s)
     win = 3.0 * s
-    cover_win = np.maximum(smooth(w, win), 1e-3)
-    e_w = smooth((det_w ** 2).mean(axis=2), win) / cover_win
-    e_t = smooth((det_t ** 2).mean(axis=2), win) / cover_win
+    e_w = smooth((det_w ** 2).mean(axis=2), win)
+    e_t = smooth((det_t ** 2).mean(axis=2), win)
     gain = np.minimum(1.0, DETAIL_GAIN * np.sqrt(e_t / np.maximum(e_w, 1e-3)))
     gain = np.where(skin, gain, 1.0).astype(np.float32)
-    return (base_w + (warped - base_w) * gain[..., None]).astype(np.float32)
-
-
-# How much darker (Lab L, 0..100) than the target a pasted plain-skin pixel may be (``no_darker``).
-DARKER_L = 6.0
-
-
-def no_darker(warped: np.ndarray, patch: np.ndarray, skin: np.ndarray, delta: float = DARKER_L) -> np.ndarray:
-    """``warped`` with its plain skin (``skin``: bool map) lightened to at most ``delta`` (Lab L)
-    darker than the target's pixel at the same place; hue and chroma unchanged.
-
-    Why: what is left dark on pasted skin after the target's shading is the source's own: a
-    moustache's band above the lip, stubble at the lip corners, a shadow finer than the shading
-    scale (a few pixels on a small face). Viewers labelled these *blotch*, the first defect of the
-    shipped path's faces (162 of 197 rejected with the good sources, round mixed-14). The target's
-    dark skin (its shadows) bounds nothing: only a result darker than the target is lightened."""
-    if not skin.any():
-        return warped
-    ys, xs = np.nonzero(skin)
-    w = np.clip(warped[ys, xs], 0, 255).reshape(1, -1, 3).astype(np.float32) / 255.0
-    t = np.clip(patch[ys, xs], 0, 255).reshape(1, -1, 3).astype(np.float32) / 255.0
-    lab_w, lab_t = cv2.cvtColor(w, cv2.COLOR_RGB2Lab), cv2.cvtColor(t, cv2.COLOR_RGB2Lab)
-    low = (lab_w[..., 0] < lab_t[..., 0] - delta)[0]
-    if not low.any():
-        return warped
-    lifted = lab_w[:, low]
-    lifted[..., 0] = lab_t[:, low][..., 0] - delta
-    out = warped.copy()
-    out[ys[low], xs[low]] = cv2.cvtColor(lifted, cv2.COLOR_Lab2RGB).reshape(-1, 3) * 255.0
-    return out
+    return base_w + det_w * gain[..., None]
 
 
 # Sharpness match (``match_sharpness``): the Gaussian blurs tried, in px, until the warped texture's

@@ -25,12 +25,9 @@ Colour: the source's texture is matched to the target's skin in Lab (``classical
 means over the skin triangles only: no eyes, brows or lips), relit with the target's shading read
 on plain skin only (``mesh_blend.skin_shading``), then brought to the target's colour along the
 paste's edge by a smooth membrane (``mesh_blend.membrane``), its fine texture on plain skin toned
-down to the target's (``mesh_blend.match_detail``: stubble on a smooth face read as dirt), lifted
-where it is still much darker than the target's skin (``mesh_blend.no_darker``: a moustache, a
-shadow finer than the shading scale) and feathered. Plain skin here includes the ring just outside
-the lips (``PERIORAL``), where a source's moustache and lip-corner stubble sit. What in the source
-is not its skin (hair across the face, a hand, a helmet's striped rim: ``mesh_blend.source_skin``)
-is not pasted.
+down to the target's (``mesh_blend.match_detail``: stubble on a smooth face read as dirt) and
+feathered. What in the source is not its skin (hair across the face, a hand, a helmet's striped
+rim: ``mesh_blend.source_skin``) is not pasted.
 
 Both meshes come from the mesh model run here (``MeshAnalyzer.track``): the target's at each
 tracked face's box and five points, so the faces may come from any analyzer; the source's once per
@@ -51,7 +48,6 @@ from . import face_mesh as fm
 from .classical import reinhard_lab
 from .mesh_blend import (
     BUSY_TIMES,
-    DARKER_L,
     DETAIL_GAIN,
     DETAIL_SCALE,
     STATS_PIXELS,
@@ -59,7 +55,6 @@ from .mesh_blend import (
     match_sharpness,
     membrane,
     mirror_seam,
-    no_darker,
     skin_shading,
     source_skin,
 )
@@ -68,11 +63,6 @@ from .mesh_mirror import mirror_map
 # MediaPipe's lip contours (FACEMESH_LIPS): the inner one bounds the mouth's hole in the mesh.
 LIPS_INNER = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
 LIPS_OUTER = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
-# The mesh's points just outside the outer lip line (one triangle deep: found as the triangles with an
-# outer lip point whose centre lies outside that line, on the shipped colour photo's mesh). The skin
-# there is where a source's moustache and the stubble at the lip corners sit; it is read and toned
-# like plain skin (``perioral_triangles``), not pasted as a feature.
-PERIORAL = (18, 43, 57, 83, 92, 106, 164, 165, 167, 182, 186, 273, 287, 313, 322, 335, 391, 393, 406, 410)
 # The nose's underside (nostrils, alae, tip): the target's own stays, like its eyes and the inside
 # of its mouth: the source's nostrils, a few pixels off where the target's are, showed as dark
 # specks beside them (shipped_grey on the labelled clips). Around it the source is never judged
@@ -257,12 +247,6 @@ def skin_triangles(tris: np.ndarray) -> np.ndarray:
     return ~np.isin(tris, sorted(features)).any(axis=1)
 
 
-def perioral_triangles(tris: np.ndarray) -> np.ndarray:
-    """(T,) bool: the ring of triangles between the outer lip line and ``PERIORAL``."""
-    ring = np.isin(tris, LIPS_OUTER + PERIORAL).all(axis=1) & np.isin(tris, PERIORAL).any(axis=1)
-    return ring & np.isin(tris, LIPS_OUTER).any(axis=1)
-
-
 class MeshSwapper(FaceSwapper):
     name = "mesh_warp"
     # it runs the mesh itself at each face's box and five points: no 68 points (no dlib predictor)
@@ -307,8 +291,6 @@ class MeshSwapper(FaceSwapper):
         self.tris = analyzer.triangles()
         self.mirror = mirror_map()
         self.skin = skin_triangles(self.tris)
-        # skin whose shading and fine texture are the target's (moustache, lip-corner stubble)
-        self.toned = self.skin | perioral_triangles(self.tris)
         self.pasted = ~np.isin(self.tris, UPPER_OVAL).any(axis=1)
         self.nose_under = np.isin(self.tris, NOSE_UNDER).all(axis=1)
         # the source triangles judged by colour (``source_skin``): plain skin, nose underside aside
@@ -320,8 +302,7 @@ class MeshSwapper(FaceSwapper):
     def settings(self) -> tuple:
         return (round(self.mask_erosion, 4), round(self.mask_feather, 4), self.color_transfer,
                 round(self.relight, 4), round(self.eye_margin, 4), round(self.mouth_margin, 4), HIDDEN_SHARE,
-                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX, BUSY_TIMES, PREFILTER_RATIO,
-                PERIORAL, DARKER_L)
+                self.blend, DETAIL_GAIN, DETAIL_SCALE, SHADING_MIN_PX, BUSY_TIMES, PREFILTER_RATIO)
 
     def model_files(self) -> list[tuple[str, str]]:
         # the analyzer's detector is listed too: harmless for licences (all Apache-2.0), and the
@@ -410,22 +391,20 @@ class MeshSwapper(FaceSwapper):
         paste &= ~not_skin
         mask = self._feather(paste, size)
         plain = (paste > 0) & (label >= 0) & self.skin[np.maximum(label, 0)]      # pasted plain skin
-        toned = (paste > 0) & (label >= 0) & self.toned[np.maximum(label, 0)]
         # measured away from the paste's edge: the step to the target there is not texture
         warped, soften = match_sharpness(warped, patch_f, cv2.erode(paste, np.ones((5, 5), np.uint8)) > 0)
         if self.color_transfer:
             warped = reinhard_lab(warped, patch_f, paste, (plain, plain), stats_pixels=STATS_PIXELS)
-        if self.relight > 0 and toned.sum() >= 64:
+        if self.relight > 0 and plain.sum() >= 64:
             # both sides' plain skin as it is: the target's shadows are what to take (leaving out
             # its darker or more saturated pixels left a shadowed chin pale and a pale ring at a
             # dark jaw, seen by eye on the labelled clips), the source's darker skin (a beard's
             # shadow) is shading to replace, not a feature to keep
-            toned_f = toned.astype(np.float32)
-            warped = skin_shading(warped, patch_f, toned_f, toned_f, max(SHADING_MIN_PX, self.relight * size))
+            plain_f = plain.astype(np.float32)
+            warped = skin_shading(warped, patch_f, plain_f, plain_f, max(SHADING_MIN_PX, self.relight * size))
         if self.blend == "membrane":
             warped = membrane(warped, patch_f, paste, size)
-        warped = match_detail(warped, patch_f, toned, size)
-        warped = no_darker(warped, patch_f, toned)
+        warped = match_detail(warped, patch_f, plain, size)
         pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
         # source_mouth False: the inside of the mouth is already the target's (the mask stack's
         # mouth part stays off in its "auto" setting, as for neural swappers)

@@ -248,17 +248,3 @@ def test_prefiltered_shrinks_a_larger_source_and_its_points_together():
     assert np.allclose(small_pts, pts * np.array([f, small.shape[0] / img.shape[0]]), atol=1e-4)
     # area averaging: the noise a bilinear sample would alias into the paste is averaged out
     assert small[..., 0].std() < 0.5 * img[..., 0].std()
-
-
-def test_perioral_ring_closes_round_the_lips_outside_them(swapper, source):
-    """The ring of triangles read as skin round the lips: every outer lip point in it, and on the
-    source's mesh each of its triangles' centres outside the outer lip line."""
-    from swapline_core.backends.mesh_swap import LIPS_OUTER, perioral_triangles
-
-    ring = perioral_triangles(swapper.tris)
-    assert set(np.unique(swapper.tris[ring])) >= set(LIPS_OUTER)
-    mesh = swapper.source_mesh(source)[0]
-    outline = mesh[list(LIPS_OUTER)].astype(np.float32).reshape(-1, 1, 2)
-    centres = mesh[swapper.tris[ring]].mean(axis=1)
-    assert all(cv2.pointPolygonTest(outline, (float(x), float(y)), False) < 0 for x, y in centres)
-    assert not (ring & swapper.skin).any() and (swapper.toned == (swapper.skin | ring)).all()
