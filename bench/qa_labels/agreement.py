@@ -220,6 +220,31 @@ def accepted(round_: str | None = None) -> dict:
     return out
 
 
+def delivered(round_: str) -> dict:
+    """What the gate would deliver of each path of a side-by-side round (``labels.BESIDE_FIRST``),
+    judged on that round's labels only: limits chosen leave-one-clip-out on the path's own faces
+    (``choose``), and of the faces they pass, how many a viewer accepts and how many not. A swap
+    change that removes the defects the gate's readings see can leave viewers accepting more raw
+    faces while the gate delivers more bad ones: both paths are judged here as a studio gets them."""
+    mixed = qlabels.labels(None, round_)
+    lineage = qlabels.BESIDE[round_]
+    out = {}
+    for sw in SWAPPERS:
+        if sw in lineage[1:]:
+            continue
+        shipped = sw == lineage[0]
+        rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in table(sw, whole=shipped)
+                if r["id"] in mixed]
+        if not rows:
+            continue
+        acc = np.array([r["acceptable"] for r in rows], bool)
+        loco, _ = leave_one_clip_out(rows)
+        key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if shipped else sw
+        out[key] = {**scores(acc, loco), "delivered_ok": int((loco & acc).sum()),
+                    "delivered_bad": int((loco & ~acc).sum())}
+    return out
+
+
 def accepted_whole(path: str = SHIPPED_PATH) -> dict:
     """What a viewer accepts of ``path`` on every labelled clip (``table(path, whole=True)``, first
     labels), overall and per clip, all sources and the good ones: issue 49's target reads per clip
@@ -244,6 +269,8 @@ def measure(path: str = SHIPPED_PATH) -> dict:
     res["accepted_whole"] = accepted_whole(path)
     res["accepted_side_by_side"] = {r: accepted(r) for r in sorted(set(qlabels.ROUNDS.values())
                                                                    | set(qlabels.SOURCE_ROUNDS) | set(qlabels.RELABEL))}
+    labelled = {json.loads(x).get("sheets") for x in qlabels.LABELS.read_text().splitlines() if x.strip()}
+    res["delivered_side_by_side"] = {r: delivered(r) for r in qlabels.BESIDE_FIRST if r in labelled}
     return res
 
 

@@ -92,6 +92,19 @@ def body(res: dict) -> list[str]:
                            "The same labellers judged both paths' faces of the same runs on shuffled mixed sheets, "
                            "not knowing which path made which (the fair comparison: labellers differ in "
                            "strictness). Compare paths within a round only.")
+    for rnd, dv in (res.get("delivered_side_by_side") or {}).items():
+        lines += [f"## What the gate would deliver of each path, side by side (round {rnd})", "",
+                  "The same round's labels only; for each path, limits chosen leave-one-clip-out on its own faces "
+                  "(`agreement.choose`, the rule below), and of the faces they pass, how many a viewer accepts and "
+                  "how many not (`agreement.delivered`). A swap change that removes the defects the gate's "
+                  "readings see can raise the raw share above while the gate delivers more unacceptable faces: a "
+                  "path ships only if it delivers at least as many acceptable faces and no more unacceptable "
+                  "ones.", ""]
+        lines += _table(["path", "faces", "acceptable", "passed", "passed, acceptable", "passed, not acceptable",
+                         "precision", "recall"],
+                        [[p, str(v["faces"]), str(v["acceptable"]), str(v["passed"]), str(v["delivered_ok"]),
+                          str(v["delivered_bad"]), _f(v["precision"]), _f(v["recall"])] for p, v in dv.items()])
+        lines += [""]
     whole_acc = res.get("accepted_whole")
     if whole_acc:
         lines += [f"## What a viewer accepts of `{path}` on every labelled clip", "",

@@ -230,3 +230,17 @@ def test_the_flicker_readings_of_the_committed_set():
     assert set(res) == {("api_kling_avatar2-1", "mesh7"), ("api_kling_avatar2-1", "mesh9")}
     for r in res.values():
         assert r["faces"] >= 40 and 0.5 < r["median"] <= r["max"] < 5
+
+
+def test_delivered_counts_each_face_of_a_side_by_side_round_once():
+    """``agreement.delivered`` on the committed round mixed-15: every face the round labelled is in
+    one column, judged with that round's label, and what the gate passes splits into accepted and not."""
+    got = agreement.delivered("mixed-15")
+    round_labels = labels.labels(None, "mixed-15")
+    assert sum(v["faces"] for v in got.values()) == len(round_labels)
+    assert len(got) == 2 and any(k.startswith("mesh9 as shipped") for k in got) and "mesh11" in got
+    for v in got.values():
+        assert v["delivered_ok"] + v["delivered_bad"] == v["passed"] <= v["faces"]
+        assert v["delivered_ok"] <= v["acceptable"]
+    acc11 = sum(round_labels[r["id"]]["acceptable"] for r in agreement.table("mesh11") if r["id"] in round_labels)
+    assert got["mesh11"]["acceptable"] == acc11
