@@ -54,6 +54,8 @@ LINEAGE = qlabels.LINEAGE
 LIMITS_OUT = {"classical": REPO / "swapline_core" / "qa" / "thresholds_labelled.json",
               SHIPPED_PATH: REPO / "swapline_core" / "qa" / "thresholds_labelled_mesh.json"}
 DOC = REPO / "docs" / "measurements" / "qa_agreement.md"
+# written by --doc from the development set's side-by-side rounds; read by the held-out pages
+DELIVERED_LIMITS = REPO / "bench" / "qa_labels" / "set" / "delivered_limits.json"
 
 
 def table(swapper: str = "classical", whole: bool = False) -> list[dict]:
@@ -239,10 +241,30 @@ def delivered(round_: str) -> dict:
             continue
         acc = np.array([r["acceptable"] for r in rows], bool)
         loco, _ = leave_one_clip_out(rows)
+        limits, red = choose(rows)
         key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if shipped else sw
         out[key] = {**scores(acc, loco), "delivered_ok": int((loco & acc).sum()),
-                    "delivered_bad": int((loco & ~acc).sum())}
+                    "delivered_bad": int((loco & ~acc).sum()), "path": sw,
+                    "limits": {k: round(v, 4) for k, v in limits.items()}, "redetection": red}
     return out
+
+
+def delivered_with(rows: list[dict], chosen: dict) -> dict:
+    """``delivered``'s figures for faces judged with limits chosen elsewhere (``chosen``: one path's
+    entry of ``delivered``): a held-out round read with the development round's limits."""
+    acc = np.array([r["acceptable"] for r in rows], bool)
+    passed = passes(rows, chosen["limits"], chosen["redetection"])
+    return {**scores(acc, passed), "delivered_ok": int((passed & acc).sum()),
+            "delivered_bad": int((passed & ~acc).sum()), "limits": chosen["limits"]}
+
+
+def write_delivered_limits(res: dict) -> Path:
+    """Each side-by-side round's limits per path, chosen on all its clips (``DELIVERED_LIMITS``):
+    what the held-out pages read the held-out rounds with (``labels.DEV_ROUND``)."""
+    data = {rnd: {v["path"]: {"limits": v["limits"], "redetection": v["redetection"]} for v in dv.values()}
+            for rnd, dv in res.get("delivered_side_by_side", {}).items()}
+    DELIVERED_LIMITS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return DELIVERED_LIMITS
 
 
 def accepted_whole(path: str = SHIPPED_PATH) -> dict:
@@ -350,6 +372,7 @@ def main(argv=None) -> None:
         from . import report
 
         print(f"wrote {report.write(res, section.stamp('python -m bench.qa_labels.agreement --doc'))}")
+        print(f"wrote {write_delivered_limits(res)}")
     emit(res, a.json)
 
 

@@ -158,6 +158,34 @@ def measure() -> dict:
     # a path judged beside another on the same sheets: compare the two within that round only
     rounds = {json.loads(x).get("sheets") for x in qlabels.LABELS.read_text().splitlines()} & set(qlabels.BESIDE)
     out["side_by_side"] = {r: agreement.accepted(r) for r in sorted(rounds)}
+    out["delivered"] = _delivered(sorted(rounds))
+    return out
+
+
+def _delivered(rounds: list[str]) -> dict:
+    """For each held-out side-by-side round with a development round (``labels.DEV_ROUND``): each
+    path's faces judged with the limits its labels chose on that development round
+    (``agreement.DELIVERED_LIMITS``), and what the gate would deliver of them."""
+    from . import agreement
+    from . import labels as qlabels
+
+    chosen = (json.loads(agreement.DELIVERED_LIMITS.read_text())
+              if agreement.DELIVERED_LIMITS.is_file() else {})
+    out = {}
+    for rnd in rounds:
+        dev = qlabels.DEV_ROUND.get(rnd)
+        if dev not in chosen:
+            continue
+        mixed = qlabels.labels(None, rnd)
+        lineage = qlabels.BESIDE[rnd]
+        out[rnd] = {"dev_round": dev, "paths": {}}
+        for path, lim in chosen[dev].items():
+            shipped = path == lineage[0]
+            rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]}
+                    for r in agreement.table(path, whole=shipped) if r["id"] in mixed]
+            if rows:
+                key = f"{path} as shipped ({', '.join(lineage)}, run by run)" if shipped else path
+                out[rnd]["paths"][key] = agreement.delivered_with(rows, lim)
     return out
 
 
@@ -252,6 +280,18 @@ def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
                            "The paths labelled on the same shuffled sheets by the same labellers, on the runs "
                            "the newer path was built for: the fair comparison (the columns above mix rounds "
                            "and, for a path built only where it changes a face, clips).")
+    for rnd, dv in (res.get("delivered") or {}).items():
+        lines += [f"## What the gate would deliver, side by side: round {rnd}", "",
+                  f"Each path's faces of this round judged with the limits its labels chose on the development "
+                  f"set's round {dv['dev_round']} (`bench/qa_labels/set/delivered_limits.json`, written by "
+                  "`agreement --doc`): of the faces they pass, how many a viewer accepts and how many not "
+                  "(docs/qa.md: a path is judged by what the gate delivers of it).", ""]
+        lines += table(["path", "faces", "acceptable", "passed", "passed, acceptable", "passed, not acceptable",
+                        "precision", "recall", "limits"],
+                       [[p, str(v["faces"]), str(v["acceptable"]), str(v["passed"]), str(v["delivered_ok"]),
+                         str(v["delivered_bad"]), str(v["precision"]), str(v["recall"]),
+                         ", ".join(f"{k} {x:g}" for k, x in v["limits"].items())]
+                        for p, v in dv["paths"].items()]) + [""]
     lines += [
         "## The gate against the labels", "",
         "A passed face is a positive: precision = share of passed faces a viewer accepts, recall = share of "

@@ -75,6 +75,10 @@ BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), 
 # Rounds whose old faces are one path's per run: the first of BESIDE's with faces of that run (the
 # pictures a path built only on the runs it changed ships on the others: LINEAGE).
 BESIDE_FIRST = ("mixed-14", "mixed-15", "heldout-7", "heldout2-4")
+# A held-out round and the development round of the same paths: what the gate would deliver on the
+# held-out faces is read with the limits each path's labels chose on the development round
+# (``agreement.delivered``, ``heldout.measure``).
+DEV_ROUND = {"heldout-7": "mixed-15", "heldout2-4": "mixed-15"}
 
 # Rounds that judge again faces already labelled, on shuffled sheets of their own: the same labellers
 # see each listed path's faces of the listed clips. mixed-12: the painted flf2v clip and the sample

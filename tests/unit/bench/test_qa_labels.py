@@ -244,3 +244,17 @@ def test_delivered_counts_each_face_of_a_side_by_side_round_once():
         assert v["delivered_ok"] <= v["acceptable"]
     acc11 = sum(round_labels[r["id"]]["acceptable"] for r in agreement.table("mesh11") if r["id"] in round_labels)
     assert got["mesh11"]["acceptable"] == acc11
+
+
+def test_held_out_rounds_are_read_with_the_limits_their_development_round_chose():
+    """The committed delivered_limits.json is what ``agreement.delivered`` chooses on each development
+    round now, and ``delivered_with`` splits the faces those limits pass into accepted and not."""
+    data = json.loads(agreement.DELIVERED_LIMITS.read_text())
+    assert set(labels.DEV_ROUND.values()) <= set(data)
+    for v in agreement.delivered("mixed-15").values():
+        assert data["mixed-15"][v["path"]] == {"limits": v["limits"], "redetection": v["redetection"]}
+    rows = [{"acceptable": ok, "blotch": b, "redetected": True, **{m: None for m, _ in agreement.METRICS
+                                                                    if m != "blotch"}}
+            for ok, b in ((True, 5.0), (True, 12.0), (False, 8.0), (False, 20.0))]
+    got = agreement.delivered_with(rows, {"limits": {"blotch": 10.0}, "redetection": False})
+    assert (got["passed"], got["delivered_ok"], got["delivered_bad"]) == (2, 1, 1)
