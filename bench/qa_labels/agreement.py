@@ -194,31 +194,39 @@ def leave_one_clip_out(rows: list[dict]) -> tuple[np.ndarray, dict[str, dict]]:
     return passed, per_clip
 
 
+def round_columns(round_: str | None = None, paths=None) -> dict[str, tuple[str, list[dict]]]:
+    """{column name: (path, rows)} of each built-in path with labelled faces: ``table`` rows, or
+    with ``round_`` the faces that round labelled, each with that round's verdict. In a lineage
+    round (``labels.BESIDE_FIRST``) the shipped pictures beside the new path are one column, the
+    lineage's run by run. ``paths``: only these paths (default: every one in SWAPPERS)."""
+    mixed = qlabels.labels(None, round_) if round_ else None
+    lineage = qlabels.BESIDE[round_] if round_ in qlabels.BESIDE_FIRST else ()
+    out = {}
+    for sw in paths or SWAPPERS:
+        if sw in lineage[1:]:
+            continue
+        shipped = bool(lineage) and sw == lineage[0]
+        rows = table(sw, whole=shipped)
+        if mixed is not None:
+            rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in rows if r["id"] in mixed]
+        if rows:
+            out[f"{sw} as shipped ({', '.join(lineage)}, run by run)" if shipped else sw] = (sw, rows)
+    return out
+
+
 def accepted(round_: str | None = None) -> dict:
     """What a viewer accepts of each built-in swap path's raw swapped faces: overall, per clip, per
     source, and on the good sources (the shipped photos and the sharp frontal panel face).
     ``round_``: only the labels of one mixed-sheet round, where the same labellers judged two
     paths' faces of the same runs, shuffled together (the fair comparison: labellers differ)."""
     out = {}
-    mixed = qlabels.labels(None, round_) if round_ else None
-    lineage = qlabels.BESIDE[round_] if round_ in qlabels.BESIDE_FIRST else ()
-    for sw in SWAPPERS:
-        if sw in lineage[1:]:
-            continue
-        # one column for the pictures shipped beside the new path: the lineage's, run by run
-        shipped = bool(lineage) and sw == lineage[0]
-        rows = table(sw, whole=shipped)
-        if mixed is not None:
-            rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in rows if r["id"] in mixed]
-        if not rows:
-            continue
+    for key, (_, rows) in round_columns(round_).items():
         good = [r for r in rows if r["source"] in GOOD_SOURCES]
-        key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if shipped else sw
         out[key] = {**_share(rows), "good_sources": _share(good),
-                   "per_clip": {c: _share([r for r in rows if r["clip"] == c])
-                                for c in sorted({r["clip"] for r in rows})},
-                   "per_source": {s: _share([r for r in rows if r["source"] == s])
-                                  for s in sorted({r["source"] for r in rows})}}
+                    "per_clip": {c: _share([r for r in rows if r["clip"] == c])
+                                 for c in sorted({r["clip"] for r in rows})},
+                    "per_source": {s: _share([r for r in rows if r["source"] == s])
+                                   for s in sorted({r["source"] for r in rows})}}
     return out
 
 
@@ -228,21 +236,11 @@ def delivered(round_: str) -> dict:
     (``choose``), and of the faces they pass, how many a viewer accepts and how many not. A swap
     change that removes the defects the gate's readings see can leave viewers accepting more raw
     faces while the gate delivers more bad ones: both paths are judged here as a studio gets them."""
-    mixed = qlabels.labels(None, round_)
-    lineage = qlabels.BESIDE[round_]
     out = {}
-    for sw in SWAPPERS:
-        if sw in lineage[1:]:
-            continue
-        shipped = sw == lineage[0]
-        rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]} for r in table(sw, whole=shipped)
-                if r["id"] in mixed]
-        if not rows:
-            continue
+    for key, (sw, rows) in round_columns(round_).items():
         acc = np.array([r["acceptable"] for r in rows], bool)
         loco, _ = leave_one_clip_out(rows)
         limits, red = choose(rows)
-        key = f"{sw} as shipped ({', '.join(lineage)}, run by run)" if shipped else sw
         out[key] = {**scores(acc, loco), "delivered_ok": int((loco & acc).sum()),
                     "delivered_bad": int((loco & ~acc).sum()), "path": sw,
                     "limits": {k: round(v, 4) for k, v in limits.items()}, "redetection": red}

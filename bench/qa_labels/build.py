@@ -197,11 +197,13 @@ def gate_records() -> list[dict]:
         return [json.loads(x) for x in f if x.strip()]
 
 
-def write_gate(rows: list[dict]) -> None:
-    """Write gate.jsonl.gz anew (no time stamp in the gzip header: the same rows, the same bytes)."""
+def write_gate(rows: list[dict], append: bool = False) -> None:
+    """Write gate.jsonl.gz anew, or with ``append`` add the rows as one more gzip member (a build's
+    run, without reading the set's records again); no time stamp in the gzip header: the same rows,
+    the same bytes."""
     import gzip
 
-    with open(GATE, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+    with open(GATE, "ab" if append else "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
         f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode())
 
 
@@ -302,7 +304,7 @@ def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = 
             face_rows = [{"id": face_id(clip.name, src.name, -1, None, swapper), "clip": clip.name,
                           "source": src.name, "frame": -1, "crop": None, "not_swapped": "no tracked face",
                           "commit": rev, "swapper": SWAPPERS[swapper], "path": swapper}]
-        write_gate(gate_records() + gate_rows)
+        write_gate(gate_rows, append=True)
         _append(FACES, face_rows)
         log(f"qa_labels: {clip.name} x {src.name}: {len(crops)} pairs ({time.perf_counter() - t0:.0f} s)")
         t0 = time.perf_counter()

@@ -176,16 +176,9 @@ def _delivered(rounds: list[str]) -> dict:
         dev = qlabels.DEV_ROUND.get(rnd)
         if dev not in chosen:
             continue
-        mixed = qlabels.labels(None, rnd)
-        lineage = qlabels.BESIDE[rnd]
-        out[rnd] = {"dev_round": dev, "paths": {}}
-        for path, lim in chosen[dev].items():
-            shipped = path == lineage[0]
-            rows = [{**r, "acceptable": mixed[r["id"]]["acceptable"]}
-                    for r in agreement.table(path, whole=shipped) if r["id"] in mixed]
-            if rows:
-                key = f"{path} as shipped ({', '.join(lineage)}, run by run)" if shipped else path
-                out[rnd]["paths"][key] = agreement.delivered_with(rows, lim)
+        cols = agreement.round_columns(rnd, paths=tuple(chosen[dev]))
+        out[rnd] = {"dev_round": dev, "paths": {key: agreement.delivered_with(rows, chosen[dev][path])
+                                                for key, (path, rows) in cols.items()}}
     return out
 
 
@@ -246,7 +239,7 @@ def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
 
     from ..section import stamp_lines, table
     from .agreement import GOOD_SOURCES
-    from .report import _accepted
+    from .report import _accepted, delivered_table
 
     paths = sorted(res["paths"])
     lines = ["# Independent check: the shipped swap and gate on clips nobody here looked at", "",
@@ -286,12 +279,7 @@ def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
                   f"set's round {dv['dev_round']} (`bench/qa_labels/set/delivered_limits.json`, written by "
                   "`agreement --doc`): of the faces they pass, how many a viewer accepts and how many not "
                   "(docs/qa.md: a path is judged by what the gate delivers of it).", ""]
-        lines += table(["path", "faces", "acceptable", "passed", "passed, acceptable", "passed, not acceptable",
-                        "precision", "recall", "limits"],
-                       [[p, str(v["faces"]), str(v["acceptable"]), str(v["passed"]), str(v["delivered_ok"]),
-                         str(v["delivered_bad"]), str(v["precision"]), str(v["recall"]),
-                         ", ".join(f"{k} {x:g}" for k, x in v["limits"].items())]
-                        for p, v in dv["paths"].items()]) + [""]
+        lines += delivered_table(dv["paths"], limits=True) + [""]
     lines += [
         "## The gate against the labels", "",
         "A passed face is a positive: precision = share of passed faces a viewer accepts, recall = share of "

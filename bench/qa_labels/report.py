@@ -64,6 +64,18 @@ ABOUT = ("Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/
          "not chosen on.")
 
 
+def delivered_table(dv: dict, limits: bool = False) -> list[str]:
+    """The table of ``agreement.delivered`` (or ``delivered_with``) figures, one row a path; with
+    ``limits``, the limits each path was judged with."""
+    head = ["path", "faces", "acceptable", "passed", "passed, acceptable", "passed, not acceptable",
+            "precision", "recall"] + (["limits"] if limits else [])
+    rows = [[p, str(v["faces"]), str(v["acceptable"]), str(v["passed"]), str(v["delivered_ok"]),
+             str(v["delivered_bad"]), _f(v["precision"]), _f(v["recall"])]
+            + ([", ".join(f"{k} {x:g}" for k, x in v["limits"].items())] if limits else [])
+            for p, v in dv.items()]
+    return _table(head, rows)
+
+
 def body(res: dict) -> list[str]:
     lines = []
     ag = res.get("agreement") or {}
@@ -100,11 +112,7 @@ def body(res: dict) -> list[str]:
                   "readings see can raise the raw share above while the gate delivers more unacceptable faces: a "
                   "path ships only if it delivers at least as many acceptable faces and no more unacceptable "
                   "ones.", ""]
-        lines += _table(["path", "faces", "acceptable", "passed", "passed, acceptable", "passed, not acceptable",
-                         "precision", "recall"],
-                        [[p, str(v["faces"]), str(v["acceptable"]), str(v["passed"]), str(v["delivered_ok"]),
-                          str(v["delivered_bad"]), _f(v["precision"]), _f(v["recall"])] for p, v in dv.items()])
-        lines += [""]
+        lines += delivered_table(dv) + [""]
     whole_acc = res.get("accepted_whole")
     if whole_acc:
         lines += [f"## What a viewer accepts of `{path}` on every labelled clip", "",
