@@ -294,6 +294,21 @@ def measure(path: str = SHIPPED_PATH) -> dict:
     return res
 
 
+def labelled_set(path: str) -> dict | None:
+    """The limit set shipped for ``path`` (``LIMITS_OUT``, written by ``--write-limits``): its limits
+    by metric, whether it requires re-detection, when and on which clips it was chosen; None where
+    the path has none."""
+    f = LIMITS_OUT.get(path)
+    if f is None or not f.is_file():
+        return None
+    d = json.loads(f.read_text())
+    metric = {v: m for m, v in FIELD.items()}
+    th = d["thresholds"]
+    return {"limits": {metric[k]: v for k, v in th.items() if k in metric},
+            "redetection": bool(th.get("require_redetection")), "date": d["date"],
+            "faces": d["labelled_faces"], "clips": d.get("clips")}
+
+
 def measure_path(path: str) -> dict:
     from . import policy
 
@@ -302,6 +317,15 @@ def measure_path(path: str) -> dict:
     shipped = sample_clip_passes(rows)
     loco, loco_limits = leave_one_clip_out(rows)
     full_limits, full_red = choose(rows)
+    ship = labelled_set(path)
+    if ship:
+        # the shipped set on the clips labelled since it was chosen: faces it was not chosen on
+        ship_pass = passes(rows, ship["limits"], ship["redetection"])
+        unseen = sorted({r["clip"] for r in rows} - set(ship["clips"] or ()))
+        per = {c: scores(acc[idx], ship_pass[idx]) for c in unseen
+               if (idx := np.array([r["clip"] == c for r in rows])).any()}
+        idx = np.array([r["clip"] in unseen for r in rows], bool)
+        ship = {**ship, "unseen": scores(acc[idx], ship_pass[idx]) if idx.any() else None, "unseen_per_clip": per}
 
     def grouped(key: str) -> dict:
         out = {}
@@ -329,7 +353,8 @@ def measure_path(path: str) -> dict:
                                                  for t, o in qlabels.TWIN.items() if o == r}}
                       for r, why in qlabels.RULED.items()},
             "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
-            "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN}}
+            "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN},
+            "labelled_set": ship}
 
 
 def write_limits(res: dict) -> list[Path]:
@@ -346,7 +371,7 @@ def write_limits(res: dict) -> list[Path]:
         LIMITS_OUT[path].write_text(json.dumps({
             "generated_by": "python -m bench.qa_labels.agreement --write-limits",
             "doc": "docs/measurements/qa_agreement.md", "date": res["date"], "swap_path": path,
-            "labelled_faces": fig["faces"], "rule": res["rule"],
+            "labelled_faces": fig["faces"], "clips": sorted(fig["per_clip"]), "rule": res["rule"],
             "leave_one_clip_out": fig["loco"], "thresholds": th}, indent=1) + "\n")
         out.append(LIMITS_OUT[path])
     return out

@@ -9,8 +9,10 @@ grown by PAD. A face the swap stage refused (left untouched on purpose) is recor
 there is nothing swapped to judge. Runs already in the set are skipped, so the build resumes.
 
 Clips: the development set, which the project is tuned on: bench/generalization/devset.py's clips
-plus the eight clips issue 48 names from the same MIT wheel (tuned on since they were added). Only
-these may be fetched or looked at; the wheel's other clips are kept for independent checks.
+plus the eight clips issue 48 names from the same MIT wheel (tuned on since they were added), and
+painted, porcelain, doll, anime, 3D-cartoon and clay faces from the MIT image templates wheel
+(``IMAGE_CLIPS``: stills give one frame a source, two of them are short clips). Only these may be
+fetched or looked at; the video wheel's other clips are kept for independent checks.
 Sources: the shipped photos, a panel face, the small source and a side-lit one (``side_lit``: a
 fixed recipe on a panel face).
 """
@@ -54,7 +56,43 @@ EXTRA_CLIPS = (
     devset.Clip("video_wan2_2_5B_ti2v-1", "guitarist in a subway"),
     devset.Clip("video_wan2.1_fun_camera_v1.1_14B-1", "piano bar, small faces"),
 )
-CLIPS = devset.CLIPS + EXTRA_CLIPS
+# Stylised faces, so that *soft against a stylised target* is judged on more than one clip (the
+# painted flf2v clip was its only one: leave-one-clip-out could never learn it); from
+# comfyui-workflow-templates-media-image 0.3.160 (MIT), added 2026-12-07 as development clips.
+IMAGE_CACHE = devset.CACHE.parent / "devset_image"
+IMAGE_CLIPS = (
+    devset.Clip("hidream_i1_dev-1", "painted porcelain face, veil (still)", folder=IMAGE_CACHE),
+    devset.Clip("flux_dev_full_text_to_image-1", "doll-like fairy girl (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_firered_image_edit1_1-1", "porcelain figure, three-quarter (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_firered_image_edit1_1-2", "porcelain figure, profile (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_netayume_lumina_t2i-1", "anime girl, eyes closed, laughing (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_omnigen2_image_edit-2", "clay elf, eyes closed (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_qwen_image_controlnet_patch-1", "3D cartoon elf, pink (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_qwen_image_controlnet_patch-2", "3D cartoon elf, white hair (still)", folder=IMAGE_CACHE),
+    devset.Clip("image-qwen_image_edit_2511_lora_inflation-1", "inflated toy man, smiling (still)",
+                folder=IMAGE_CACHE),
+    devset.Clip("video_ltx2_t2v-1", "stop-motion puppet under an umbrella (clip)", folder=IMAGE_CACHE),
+    devset.Clip("wan2.1_fun_control-1", "clay face close up, eyes closed (clip)", folder=IMAGE_CACHE),
+    devset.Clip("image_anima_base_v1-1", "anime man, inked lines (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_newbieimage_exp0_1-t2i-1", "anime face, blue (still)", folder=IMAGE_CACHE),
+    devset.Clip("templates-color_illustration-2", "manga girl, coloured (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_qwen_image_union_control_lora-1", "painted pale elf (still)", folder=IMAGE_CACHE),
+    devset.Clip("video_ltx2_i2v-1", "painted woman, curly hair", folder=IMAGE_CACHE),
+    devset.Clip("api_magnific_image_relight-1", "painterly girl, warm light (still)", folder=IMAGE_CACHE),
+    devset.Clip("utility_recraft_creative_image_upscale-2", "painted girl, freckles (still)", folder=IMAGE_CACHE),
+    # faces that are not human (a detector trained on people can still find one): nothing pasted
+    # on them is acceptable
+    devset.Clip("03_video_wan2_2_14B_i2v_subgraphed-1", "toy chick in a cap (still)", folder=IMAGE_CACHE),
+    devset.Clip("flux_kontext_dev_basic-1", "swan with a crown (still)", folder=IMAGE_CACHE),
+    devset.Clip("flux_kontext_dev_basic-2", "rabbit in a bonnet (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_chroma_text_to_image-1", "leopard (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_flux2_klein_text_to_image-1", "hedgehog (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_lotus_depth_v1_1-1", "two toy robots (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_omnigen2_t2i-1", "cat on a throne (still)", folder=IMAGE_CACHE),
+    devset.Clip("sdxlturbo_example-1", "dog running (still)", folder=IMAGE_CACHE),
+    devset.Clip("templates-all_in_one-image_edit_models-1", "robot with a screen face (still)", folder=IMAGE_CACHE),
+)
+CLIPS = devset.CLIPS + EXTRA_CLIPS + IMAGE_CLIPS
 if HELDOUT:
     from . import heldout as _heldout
 
@@ -136,7 +174,12 @@ def sources(out: Path = OUT / "qa_labels" / "sources") -> dict[str, devset.Sourc
 def fetch(clips=CLIPS) -> list[Path]:
     if HELDOUT:
         return _heldout.fetch([c.name for c in clips])
-    return devset.fetch_clips(clips)
+    from ..quality.panel import IMAGE, _fsm
+
+    stills = [c for c in clips if c in IMAGE_CLIPS]
+    if stills:
+        _fsm().fetch(IMAGE_CACHE, members=tuple(c.member for c in stills), dist=IMAGE[0], version=IMAGE[1])
+    return devset.fetch_clips([c for c in clips if c not in IMAGE_CLIPS]) + [c.path() for c in stills]
 
 
 def square(box, shape, pad: float = PAD) -> tuple[int, int, int]:

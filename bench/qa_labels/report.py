@@ -58,10 +58,10 @@ ABOUT = ("Issue 48's ruler: swapped faces of the labelled set (`bench/qa_labels/
          "`sample clip`: the limits in `swapline_core/qa/thresholds.json` (chosen on one clip), the ones the "
          "faces were gated with when they were made and the ones a trained swapper still gets; "
          "`leave-one-clip-out`: limits chosen by `bench/qa_labels/agreement.choose` on the other clips, judged on "
-         "each clip in turn. The built-in swap ships the limits the rule chooses on every clip (the last column "
-         "of the AUC table; every limit it does not choose is off): leave-one-clip-out is what they are "
-         "expected to do on a new clip, and the held-out pages (qa_heldout*.md) judge them on clips they were "
-         "not chosen on.")
+         "each clip in turn. The built-in swap ships the limits the rule chose on every clip labelled when they "
+         "were last written (`--write-limits`, the last column of the AUC table; every limit it did not choose "
+         "is off): leave-one-clip-out is what the rule is expected to do on a new clip, and the held-out pages "
+         "(qa_heldout*.md) judge the shipped set on clips it was not chosen on.")
 
 
 def delivered_table(dv: dict, limits: bool = False) -> list[str]:
@@ -74,6 +74,17 @@ def delivered_table(dv: dict, limits: bool = False) -> list[str]:
             + ([", ".join(f"{k} {x:g}" for k, x in v["limits"].items())] if limits else [])
             for p, v in dv.items()]
     return _table(head, rows)
+
+
+def _unseen(ship: dict | None) -> list[str]:
+    """The shipped labelled set on the clips labelled after it was chosen (faces it never saw)."""
+    if not ship or not ship.get("unseen"):
+        return []
+    lines = ["## The shipped labelled set on clips labelled after it was chosen", "",
+             f"The set chosen {ship['date']} on {ship['faces']} faces of {len(ship['clips'] or ())} clips, applied "
+             "as the gate applies it to the faces of clips added since: a check on faces it was not chosen on.", ""]
+    rows = [[c, *_pr(v)] for c, v in ship["unseen_per_clip"].items()] + [["all", *_pr(ship["unseen"])]]
+    return lines + _table(["clip", "faces", "acceptable", "passed", "precision", "recall"], rows) + [""]
 
 
 def body(res: dict) -> list[str]:
@@ -155,13 +166,17 @@ def body(res: dict) -> list[str]:
               "AUC: the chance that a face a viewer rejects reads worse on the metric than one a viewer accepts "
               "(0.5: no separation). The rule lets a metric fail faces only where it reaches "
               f"{res['rule']['min_auc']} on the training clips.", ""]
-    lines += _table(["metric", "AUC", "sample-clip limit", "limit chosen on all clips (shipped)"],
-                    [[m, _f(a), _f(res["shipped_limits"].get(m)), _f(res["all_clips_limits"]["limits"].get(m))]
+    ship = res.get("labelled_set")
+    ship_head = ([f"shipped labelled set (chosen {ship['date']} on {ship['faces']} faces)"] if ship else [])
+    lines += _table(["metric", "AUC", "sample-clip limit", "limit the rule chooses on all clips now", *ship_head],
+                    [[m, _f(a), _f(res["shipped_limits"].get(m)), _f(res["all_clips_limits"]["limits"].get(m)),
+                      *([_f(ship["limits"].get(m))] if ship else [])]
                      for m, a in res["auc"].items()]) + [""]
-    lines += ["The shipped set for this path is the last column: a metric the rule did not choose is off there "
-              "(reported, failing no face on its own).", ""]
+    lines += ["The built-in swap ships the labelled set (`--write-limits`, a decision: docs/qa.md): a metric "
+              "the rule did not choose is off there (reported, failing no face on its own).", ""]
     lines += [f"Re-detection required by the rule on all clips: {res['all_clips_limits']['redetection']}. "
               f"Rule: {res['rule']}.", ""]
+    lines += _unseen(ship)
     if res.get("policies"):
         lines += ["## Policies on the labelled runs", "",
                   "Each run's labelled faces (every second frame of 24) with the gate's verdicts "
