@@ -80,6 +80,18 @@ IMAGE_CLIPS = (
     devset.Clip("video_ltx2_i2v-1", "painted woman, curly hair", folder=IMAGE_CACHE),
     devset.Clip("api_magnific_image_relight-1", "painterly girl, warm light (still)", folder=IMAGE_CACHE),
     devset.Clip("utility_recraft_creative_image_upscale-2", "painted girl, freckles (still)", folder=IMAGE_CACHE),
+    # real glasses on photographic faces (thin metal rims, tinted lenses, sunglasses, a visor): the
+    # development clips had none labelled *glasses*, so no rule could learn them
+    devset.Clip("api_krea2_t2i-1", "woman, thin round gold sunglasses, face raised (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_hidream_o1_dev-1", "older man, thin rims, red lenses (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_hidream_o1_dev-2", "older man, thin rims, red lenses, dark (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_longcat_text_to_image-1", "man, thin gold rims, tinted lenses (still)", folder=IMAGE_CACHE),
+    devset.Clip("templates_rob_realistic_2k_images_quick_variations.app-1", "man, dark sunglasses (still)",
+                folder=IMAGE_CACHE),
+    devset.Clip("image_boogu_image_0_1_edit-1", "woman, wraparound visor glasses (still)", folder=IMAGE_CACHE),
+    devset.Clip("template_contact_sheet-step_3.app-1", "man in a cap, sunglasses (still)", folder=IMAGE_CACHE),
+    devset.Clip("image_qwen_Image_2512_controlnet-1", "woman from below, round sunglasses (still)",
+                folder=IMAGE_CACHE),
     # faces that are not human (a detector trained on people can still find one): nothing pasted
     # on them is acceptable
     devset.Clip("03_video_wan2_2_14B_i2v_subgraphed-1", "toy chick in a cap (still)", folder=IMAGE_CACHE),
