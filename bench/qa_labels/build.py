@@ -134,7 +134,9 @@ QA_POLICY = "flag only"
 # pasted plain skin and the ring round the lips never more than 6 L darker than the target's, its
 # fine texture matched on skin pixels only (a moustache and lip-corner stubble were pasted untoned;
 # built on 055899c with the change committed as c3d5c5d, labelled in rounds mixed-15, heldout-7 and
-# heldout2-4; not shipped: docs/quality.md).
+# heldout2-4; not shipped: docs/quality.md); "mesh12" with the membrane that brings the paste's edge to
+# the target's colour reading no edge at the lips (the target's lips pulled a dark-skinned target's
+# upper lip pale yellow).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -147,11 +149,12 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh8": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh9": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh10": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh11": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh11": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh12": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
              "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH, "mesh10": MESH,
-             "mesh11": MESH}
+             "mesh11": MESH, "mesh12": MESH}
 # the gate's per-face keys kept in gate.jsonl.gz (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
