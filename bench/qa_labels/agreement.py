@@ -290,7 +290,9 @@ def measure(path: str = SHIPPED_PATH) -> dict:
     res["accepted_side_by_side"] = {r: accepted(r) for r in sorted(set(qlabels.ROUNDS.values())
                                                                    | set(qlabels.SOURCE_ROUNDS) | set(qlabels.RELABEL))}
     labelled = {json.loads(x).get("sheets") for x in qlabels.LABELS.read_text().splitlines() if x.strip()}
-    res["delivered_side_by_side"] = {r: delivered(r) for r in qlabels.BESIDE_FIRST if r in labelled}
+    res["delivered_side_by_side"] = {r: delivered(r) for r in qlabels.BESIDE_FIRST
+                                     if r in labelled and r not in qlabels.VISIBLE}
+    res["visible_side_by_side"] = visible_rounds(labelled)
     return res
 
 
@@ -307,6 +309,14 @@ def labelled_set(path: str) -> dict | None:
     return {"limits": {metric[k]: v for k, v in th.items() if k in metric},
             "redetection": bool(th.get("require_redetection")), "date": d["date"],
             "faces": d["labelled_faces"], "clips": d.get("clips")}
+
+
+def visible_rounds(labelled: set) -> dict:
+    """``visible.measure`` for each round of this set judged only where its path visibly changed a
+    face (``labels.VISIBLE``)."""
+    from . import visible
+
+    return {r: visible.measure(p, r) for r, p in qlabels.VISIBLE.items() if r in labelled}
 
 
 def measure_path(path: str) -> dict:

@@ -158,7 +158,8 @@ def measure() -> dict:
     # a path judged beside another on the same sheets: compare the two within that round only
     rounds = {json.loads(x).get("sheets") for x in qlabels.LABELS.read_text().splitlines()} & set(qlabels.BESIDE)
     out["side_by_side"] = {r: agreement.accepted(r) for r in sorted(rounds)}
-    out["delivered"] = _delivered(sorted(rounds))
+    out["delivered"] = _delivered(sorted(rounds - set(qlabels.VISIBLE)))
+    out["visible"] = agreement.visible_rounds(rounds)
     return out
 
 
@@ -238,8 +239,9 @@ def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
     from swapline_core.qa.segments import FEW_FAILING_SHARE as FEW_SHARE
 
     from ..section import stamp_lines, table
+    from . import labels as qlabels
     from .agreement import GOOD_SOURCES
-    from .report import _accepted, delivered_table
+    from .report import VISIBLE_NOTE, _accepted, delivered_table, visible_section
 
     paths = sorted(res["paths"])
     lines = ["# Independent check: the shipped swap and gate on clips nobody here looked at", "",
@@ -272,7 +274,10 @@ def page(res: dict, stamp: dict, set_name: str = "heldout") -> str:
         lines += _accepted(acc, f"## Side by side: round {rnd}",
                            "The paths labelled on the same shuffled sheets by the same labellers, on the runs "
                            "the newer path was built for: the fair comparison (the columns above mix rounds "
-                           "and, for a path built only where it changes a face, clips).")
+                           "and, for a path built only where it changes a face, clips)."
+                           + (VISIBLE_NOTE if rnd in qlabels.VISIBLE else ""))
+    for rnd, v in (res.get("visible") or {}).items():
+        lines += visible_section(rnd, v)
     for rnd, dv in (res.get("delivered") or {}).items():
         lines += [f"## What the gate would deliver, side by side: round {rnd}", "",
                   f"Each path's faces of this round judged with the limits its labels chose on the development "

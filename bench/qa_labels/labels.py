@@ -80,7 +80,10 @@ BESIDE_FIRST = ("mixed-14", "mixed-15", "heldout-7", "heldout2-4", "mixed-16", "
 # A held-out round and the development round of the same paths: what the gate would deliver on the
 # held-out faces is read with the limits each path's labels chose on the development round
 # (``agreement.delivered``, ``heldout.measure``).
-DEV_ROUND = {"heldout-7": "mixed-15", "heldout2-4": "mixed-15", "heldout-8": "mixed-16", "heldout2-5": "mixed-16"}
+# Rounds judged only on the faces a path visibly changed (``bench/qa_labels/visible.py``): the path's
+# other faces are left unlabelled, the shipped picture's first label standing for both.
+VISIBLE = {"mixed-16": "mesh12", "heldout-8": "mesh12", "heldout2-5": "mesh12"}
+DEV_ROUND = {"heldout-7": "mixed-15", "heldout2-4": "mixed-15"}
 
 # Rounds that judge again faces already labelled, on shuffled sheets of their own: the same labellers
 # see each listed path's faces of the listed clips. mixed-12: the painted flf2v clip and the sample

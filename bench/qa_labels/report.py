@@ -5,7 +5,7 @@ from .. import section
 from ..section import Section, Target
 from ..section import table as _table
 from .agreement import LINEAGE
-from .labels import DEFECTS
+from .labels import DEFECTS, VISIBLE
 
 DOC = section.DOCS / "qa_agreement.md"
 TARGET_PRECISION, TARGET_RECALL, TARGET_CLASS_RECALL, CLASS_MIN = 0.90, 0.60, 0.80, 20
@@ -76,6 +76,27 @@ def delivered_table(dv: dict, limits: bool = False) -> list[str]:
     return _table(head, rows)
 
 
+VISIBLE_NOTE = (" Only the faces the newer path visibly changed are in this round (`bench/qa_labels/visible.py`; "
+                "what it means for the whole set: the section on it below).")
+
+
+def visible_section(rnd: str, v: dict, level: str = "##") -> list[str]:
+    """``visible.measure``'s figures for one round: the faces a change visibly altered, judged beside
+    the shipped pictures, and what the shipped gate delivers of each path on the whole set."""
+    lines = [f"{level} Judged where it is visible: round {rnd}", "",
+             f"Only the faces the newer path visibly changed were labelled ({v['visibly_changed']}: more than "
+             f"{v['share']:.0%} of the result's pixels off the shipped picture by more than {v['levels']} grey "
+             "levels, `bench/qa_labels/visible.py`), each beside the shipped picture; every other face keeps "
+             f"the shipped picture's first label for both paths. The gate: the shipped labelled set (chosen "
+             f"{v['limit_set']['date']} on {v['limit_set']['faces']} faces), on each path's own readings.", ""]
+    head = ["path", "faces", "accepted (changed faces)", "delivered acceptable", "delivered not acceptable",
+            "of them on changed faces (acceptable / not)"]
+    rows = [[p, str(x["faces"]), f"{x['accepted']} ({x['accepted_changed']})", str(x["delivered_ok"]),
+             str(x["delivered_bad"]), f"{x['delivered_ok_changed']} / {x['delivered_bad_changed']}"]
+            for p, x in v.items() if isinstance(x, dict) and "delivered_ok" in x]
+    return lines + _table(head, rows) + [""]
+
+
 def _unseen(ship: dict | None) -> list[str]:
     """The shipped labelled set on the clips labelled after it was chosen (faces it never saw)."""
     if not ship or not ship.get("unseen"):
@@ -114,7 +135,8 @@ def body(res: dict) -> list[str]:
         lines += _accepted(acc, f"## What a viewer accepts of each built-in swap path, side by side (round {rnd})",
                            "The same labellers judged both paths' faces of the same runs on shuffled mixed sheets, "
                            "not knowing which path made which (the fair comparison: labellers differ in "
-                           "strictness). Compare paths within a round only.")
+                           "strictness). Compare paths within a round only."
+                           + (VISIBLE_NOTE if rnd in VISIBLE else ""))
     for rnd, dv in (res.get("delivered_side_by_side") or {}).items():
         lines += [f"## What the gate would deliver of each path, side by side (round {rnd})", "",
                   "The same round's labels only; for each path, limits chosen leave-one-clip-out on its own faces "
@@ -124,6 +146,8 @@ def body(res: dict) -> list[str]:
                   "path ships only if it delivers at least as many acceptable faces and no more unacceptable "
                   "ones.", ""]
         lines += delivered_table(dv) + [""]
+    for rnd, v in (res.get("visible_side_by_side") or {}).items():
+        lines += visible_section(rnd, v)
     whole_acc = res.get("accepted_whole")
     if whole_acc:
         lines += [f"## What a viewer accepts of `{path}` on every labelled clip", "",

@@ -187,7 +187,10 @@ def test_the_held_out_clips_are_none_of_the_development_clips_and_were_chosen_by
     faces = [json.loads(x) for x in (heldout.ROOT / "faces.jsonl").read_text().splitlines()]
     assert faces and {r["clip"] for r in faces} <= set(order[:heldout.COUNT])
     labelled = {json.loads(x)["id"] for x in (heldout.ROOT / "labels.jsonl").read_text().splitlines()}
-    assert labelled == {r["id"] for r in faces if r.get("crop")}      # every swapped face labelled
+    # every swapped face labelled, but a path judged only where it visibly changed a face
+    visible = set(labels.VISIBLE.values())
+    assert labelled <= {r["id"] for r in faces if r.get("crop")}
+    assert {r["id"] for r in faces if r.get("crop") and build.path_of(r) not in visible} <= labelled
 
 
 def test_the_second_held_out_set_is_the_rest_of_the_same_shuffle():
@@ -244,6 +247,22 @@ def test_delivered_counts_each_face_of_a_side_by_side_round_once():
         assert v["delivered_ok"] <= v["acceptable"]
     acc11 = sum(round_labels[r["id"]]["acceptable"] for r in agreement.table("mesh11") if r["id"] in round_labels)
     assert got["mesh11"]["acceptable"] == acc11
+
+
+def test_a_visible_round_labelled_each_visibly_changed_face_beside_its_shipped_picture():
+    """Round mixed-16 (path mesh12): every face ``visible.pairs`` finds visibly changed is labelled in
+    the round together with the shipped picture of it, and no other face is; ``visible.measure``
+    counts both paths on the same faces."""
+    from bench.qa_labels import visible
+
+    pairs = visible.pairs("mesh12")
+    changed = {f["id"] for new, old, ch in pairs if ch for f in (new, old)}
+    assert changed and set(labels.labels(None, "mixed-16")) == changed
+    got = visible.measure("mesh12", "mixed-16")
+    assert got["changed_not_labelled"] == 0 and got["visibly_changed"] == len(changed) // 2
+    assert got["mesh12"]["faces"] == got["shipped"]["faces"]
+    for v in (got["mesh12"], got["shipped"]):
+        assert v["delivered_ok"] <= v["accepted"] and v["delivered_ok_changed"] <= v["accepted_changed"]
 
 
 def test_held_out_rounds_are_read_with_the_limits_their_development_round_chose():
