@@ -44,12 +44,10 @@ def push_pull(values: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return filled
 
 
-def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: float,
-             skip: np.ndarray | None = None) -> np.ndarray:
+def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: float) -> np.ndarray:
     """``warped`` plus the smooth field that makes it meet the target at the paste's edge: the
     target minus the warp, averaged over a band just inside the edge (every edge: the face's
-    outline and the kept eyes and mouth; none of it where ``skip`` is set), clipped robustly and
-    interpolated over the inside.
+    outline and the kept eyes and mouth), clipped robustly and interpolated over the inside.
 
     Why: a texture matched to the target's skin in the mean still differs from it along the jaw
     and the hairline (the target's shading, a beard's shadow, the source's own light), and a
@@ -60,8 +58,6 @@ def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: flo
         return warped
     dist = cv2.distanceTransform(inside, cv2.DIST_L2, 3)
     band = (dist > 0) & (dist <= max(1.5, BAND * size))
-    if skip is not None and (band & ~skip).sum() >= 8:
-        band &= ~skip
     if band.sum() < 8:
         return warped
     diff = cv2.GaussianBlur(patch - warped, (0, 0), max(0.8, 0.25 * BAND * size))

@@ -241,13 +241,6 @@ def kept_target(dst: np.ndarray, shape: tuple[int, int], size: float, eye: float
     return out
 
 
-def lip_band(dst: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """uint8 map of the lips and the mouth between them (the outer lip contour filled)."""
-    out = np.zeros(shape, np.uint8)
-    cv2.fillPoly(out, [np.rint(dst[list(LIPS_OUTER)]).astype(np.int32)], 1)
-    return out
-
-
 def skin_triangles(tris: np.ndarray) -> np.ndarray:
     """(T,) bool: triangles with no eye, lid, brow or lip vertex, whose colour is skin."""
     features = {v for table in fm.EYE_REFINED for v in table} | set(LIPS_INNER) | set(LIPS_OUTER)
@@ -410,13 +403,7 @@ class MeshSwapper(FaceSwapper):
             plain_f = plain.astype(np.float32)
             warped = skin_shading(warped, patch_f, plain_f, plain_f, max(SHADING_MIN_PX, self.relight * size))
         if self.blend == "membrane":
-            # no edge read at the lips or under the nose: the target's lips and nostrils are not the
-            # colour its skin should meet (a dark-skinned target's pink lips and lit nose tip pulled
-            # the pasted upper lip pale yellow)
-            r = max(1, int(round(0.01 * size)))
-            nostrils = (self.nose_under[np.maximum(label, 0)] & (label >= 0)).astype(np.uint8)
-            skip = cv2.dilate(lip_band(d, label.shape) | nostrils, np.ones((2 * r + 1, 2 * r + 1), np.uint8)) > 0
-            warped = membrane(warped, patch_f, paste, size, skip=skip)
+            warped = membrane(warped, patch_f, paste, size)
         warped = match_detail(warped, patch_f, plain, size)
         pixels = np.where(paste[..., None] > 0, warped, patch_f).astype(np.float32)
         # source_mouth False: the inside of the mouth is already the target's (the mask stack's
