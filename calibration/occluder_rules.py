@@ -3,7 +3,7 @@
     .venv/bin/python -m calibration.occluder_rules [--clips a,b] [--frames 24]
     # -> docs/measurements/occluder_rules.md
 
-For every clip of the labelled set (bench/qa_labels/set/faces.jsonl) its first FRAMES frames (the
+For every clip of the labelled set (bench/qa_labels/set/faces.jsonl.gz) its first FRAMES frames (the
 frames the set was built from) are analysed by the built-in analyzer (MTCNN + dlib 68 points), the
 faces matched to the labelled boxes (IoU >= 0.3, nearest labelled frame; the match gives the
 track) and swapped once by the built-in classical swapper (the patches give the paste area the
@@ -19,6 +19,7 @@ MIN_PX pixels. Written: the per-rule per-clip table, with the faces labelled ``o
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -36,7 +37,7 @@ MIN_PX = 20          # pixels a rule must move on a face to count (paste-mask ro
 
 
 def clip_path(name: str) -> Path:
-    for p in (MEDIA / "devset" / f"{name}.webp", MEDIA / f"{name}.webp"):
+    for p in (MEDIA / "devset" / f"{name}.webp", MEDIA / "devset_image" / f"{name}.webp", MEDIA / f"{name}.webp"):
         if p.is_file():
             return p
     raise SystemExit(f"clip {name} not found under {MEDIA}: run scripts/setup.sh and "
@@ -47,7 +48,9 @@ def labelled() -> dict[str, dict[int, list[dict]]]:
     """{clip: {frame: [rows]}} of the labelled faces, each row with ``occluder`` (a label said so)."""
     labels = {r["id"]: r for r in map(json.loads, (SET / "labels.jsonl").read_text().splitlines())}
     out: dict = defaultdict(lambda: defaultdict(list))
-    for r in map(json.loads, (SET / "faces.jsonl").read_text().splitlines()):
+    with gzip.open(SET / "faces.jsonl.gz", "rt") as f:
+        rows = [json.loads(x) for x in f if x.strip()]
+    for r in rows:
         lab = labels.get(r["id"])
         if lab is None or r.get("frame", -1) < 0 or not r.get("crop"):
             continue

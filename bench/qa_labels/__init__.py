@@ -4,6 +4,6 @@
 swapped face is delivered) and writes, per sampled face, a target | result crop pair and the gate's
 own record of it; ``sheets`` lays the pairs out, numbered and with nothing else on them, for a
 person to label; ``labels`` reads and checks the labels. The set lives in ``bench/qa_labels/set/``:
-``faces.jsonl`` (provenance), ``crops/`` (what was labelled), ``gate.jsonl.gz`` (the gate's metrics,
+``faces.jsonl.gz`` (provenance), ``crops/`` (what was labelled), ``gate.jsonl.gz`` (the gate's metrics,
 never shown to a labeller) and ``labels.jsonl``. The protocol is in docs/qa.md.
 """

@@ -329,7 +329,7 @@ def measure_path(path: str) -> dict:
     full_limits, full_red = choose(rows)
     ship = labelled_set(path)
     if ship:
-        # the shipped set on the clips labelled since it was chosen: faces it was not chosen on
+        # the shipped set on the development clips labelled since it was chosen (its limits never saw them)
         ship_pass = passes(rows, ship["limits"], ship["redetection"])
         unseen = sorted({r["clip"] for r in rows} - set(ship["clips"] or ()))
         per = {c: scores(acc[idx], ship_pass[idx]) for c in unseen

@@ -9,13 +9,12 @@ path refused (guards) shows the original frame, as delivered, with the reason.
 """
 from __future__ import annotations
 
-import json
 import textwrap
 
 import numpy as np
 
 from ..paths import REPO
-from .build import CROP, FACES, SET, path_of
+from .build import CROP, SET, face_records, path_of
 from .labels import ROUNDS, labels
 
 # the mesh path of the published figure, judged beside the classical one on round mixed-5 (the
@@ -43,7 +42,7 @@ def _caption(width: int, lines: list[str]) -> np.ndarray:
 def build(out=OUT) -> str:
     from PIL import Image
 
-    faces = map(json.loads, FACES.read_text().splitlines())
+    faces = face_records()
     rows = {(r["clip"], r["source"], r["frame"], path_of(r)): r for r in faces}
     lab = labels(None, ROUNDS[FIGURE_PATH])
     grid = []

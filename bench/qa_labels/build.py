@@ -43,8 +43,9 @@ if SET_NAME not in ("set", "heldout", "heldout2"):
 HELDOUT = SET_NAME != "set"
 SET = Path(__file__).resolve().parent / SET_NAME
 CROPS = SET / "crops"
-FACES = SET / "faces.jsonl"
-# gzip: the gate's record of every face of the development set is ~6 MB as text
+# gzip, each build run appended as a member: as text the provenance of every face of the
+# development set is over 5 MB and the gate's record of it ~6 MB
+FACES = SET / "faces.jsonl.gz"
 GATE = SET / "gate.jsonl.gz"
 
 EXTRA_CLIPS = (
@@ -191,10 +192,11 @@ def fetch(clips=CLIPS) -> list[Path]:
         return _heldout.fetch([c.name for c in clips])
     from ..quality.panel import IMAGE, _fsm
 
-    stills = [c for c in clips if c in IMAGE_CLIPS]
-    if stills:
-        _fsm().fetch(IMAGE_CACHE, members=tuple(c.member for c in stills), dist=IMAGE[0], version=IMAGE[1])
-    return devset.fetch_clips([c for c in clips if c not in IMAGE_CLIPS]) + [c.path() for c in stills]
+    image = [c for c in clips if c in IMAGE_CLIPS]
+    if image:
+        _fsm().fetch(IMAGE_CACHE, members=tuple(c.member for c in image), dist=IMAGE[0], version=IMAGE[1])
+    devset.fetch_clips([c for c in clips if c not in IMAGE_CLIPS])
+    return [c.path() for c in clips]
 
 
 def square(box, shape, pad: float = PAD) -> tuple[int, int, int]:
@@ -231,44 +233,49 @@ def commit() -> str:
 
 
 def done_runs(swapper: str = "classical") -> set[tuple[str, str]]:
-    if not FACES.is_file():
-        return set()
-    return {(r["clip"], r["source"]) for r in map(json.loads, FACES.read_text().splitlines())
-            if path_of(r) == swapper}
+    return {(r["clip"], r["source"]) for r in face_records() if path_of(r) == swapper}
 
 
 def path_of(row: dict) -> str:
-    """The short name of the swap path a faces.jsonl row was made with (rows written before paths
+    """The short name of the swap path a faces.jsonl.gz row was made with (rows written before paths
     were recorded: by their swapper)."""
     if row.get("path"):
         return row["path"]
     return next((k for k, v in SWAPPERS.items() if v == row.get("swapper")), "classical")
 
 
-def gate_records() -> list[dict]:
-    """The gate's record of every face of the set (gate.jsonl.gz), in the order written."""
+def _read_members(path: Path) -> list[dict]:
+    """The rows of a gzipped JSON-lines file (one gzip member per run appended), in the order written."""
     import gzip
 
-    if not GATE.is_file():
+    if not path.is_file():
         return []
-    with gzip.open(GATE, "rt") as f:
+    with gzip.open(path, "rt") as f:
         return [json.loads(x) for x in f if x.strip()]
 
 
-def write_gate(rows: list[dict], append: bool = False) -> None:
-    """Write gate.jsonl.gz anew, or with ``append`` add the rows as one more gzip member (a build's
-    run, without reading the set's records again); no time stamp in the gzip header: the same rows,
-    the same bytes."""
+def _write_members(path: Path, rows: list[dict], append: bool = False) -> None:
+    """Write the file anew, or with ``append`` add the rows as one more gzip member (a build's run,
+    without reading the set's rows again); no time stamp in the gzip header: the same rows, the
+    same bytes."""
     import gzip
 
-    with open(GATE, "ab" if append else "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+    with open(path, "ab" if append else "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
         f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode())
 
 
-def _append(path: Path, rows: list[dict]) -> None:
-    with open(path, "a") as f:
-        for r in rows:
-            f.write(json.dumps(r, sort_keys=True) + "\n")
+def face_records(folder: Path = SET) -> list[dict]:
+    """Every face row of a set (faces.jsonl.gz: provenance, crop, or why it was not swapped)."""
+    return _read_members(folder / FACES.name)
+
+
+def gate_records() -> list[dict]:
+    """The gate's record of every face of the set (gate.jsonl.gz), in the order written."""
+    return _read_members(GATE)
+
+
+def write_gate(rows: list[dict], append: bool = False) -> None:
+    _write_members(GATE, rows, append)
 
 
 def _jpeg(rgb: np.ndarray) -> bytes:
@@ -283,7 +290,7 @@ def _jpeg(rgb: np.ndarray) -> bytes:
 
 def run_pairs(clip: devset.Clip, source: devset.Source, res: dict, frames: list[np.ndarray], every: int,
               rev: str, swapper: str = "classical") -> tuple[list[dict], list[dict], dict[str, bytes]]:
-    """The (faces.jsonl, gate.jsonl.gz) rows of one run and its crops as JPEG bytes by file name."""
+    """The (faces.jsonl.gz, gate.jsonl.gz) rows of one run and its crops as JPEG bytes by file name."""
     face_rows, gate_rows, crops = [], [], {}
     for rec in res["qa"]["frames"]:
         i = rec["frame"]
@@ -363,7 +370,7 @@ def build(clip_names=None, source_names=None, count: int = FRAMES, every: int = 
                           "source": src.name, "frame": -1, "crop": None, "not_swapped": "no tracked face",
                           "commit": rev, "swapper": SWAPPERS[swapper], "path": swapper}]
         write_gate(gate_rows, append=True)
-        _append(FACES, face_rows)
+        _write_members(FACES, face_rows, append=True)
         log(f"qa_labels: {clip.name} x {src.name}: {len(crops)} pairs ({time.perf_counter() - t0:.0f} s)")
         t0 = time.perf_counter()
 
@@ -395,7 +402,7 @@ def regate(log=print, paths: list[str] | None = None) -> list[str]:
     the labelled picture (``same_picture``) is listed and nothing is written (rebuild and label it).
     ``paths``: only these swap paths' runs (the others' records are kept as they are: a path whose
     code is gone cannot be run again)."""
-    faces = [json.loads(x) for x in FACES.read_text().splitlines()]
+    faces = face_records()
     want = {r["id"]: r for r in faces}
     gate, changed, near = [], [], 0
     unknown = sorted(set(paths or ()) - {path_of(r) for r in faces})

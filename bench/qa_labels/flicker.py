@@ -11,16 +11,15 @@ gate read (every 2nd of the first 24 frames of each run).
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 
 import numpy as np
 
-from .build import FACES, gate_records, path_of
+from .build import face_records, gate_records, path_of
 
 
 def readings(paths: list[str], clips: list[str] | None = None) -> dict:
-    faces = {r["id"]: r for r in map(json.loads, FACES.read_text().splitlines())}
+    faces = {r["id"]: r for r in face_records()}
     out: dict = defaultdict(list)
     for g in gate_records():
         f = faces.get(g["id"])

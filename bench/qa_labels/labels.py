@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..paths import OUT
-from .build import FACES, SET, path_of
+from .build import SET, face_records, path_of
 
 LABELS = SET / "labels.jsonl"
 SHEETS = OUT / "qa_labels" / "sheets"
@@ -122,7 +122,7 @@ DEFECTS = {
 
 
 def faces() -> list[dict]:
-    return [r for r in map(json.loads, FACES.read_text().splitlines()) if r.get("crop")]
+    return [r for r in face_records() if r.get("crop")]
 
 
 def labels(pass_: int | None = 1, sheets: str | None = None) -> dict[str, dict]:

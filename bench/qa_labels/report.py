@@ -98,12 +98,13 @@ def visible_section(rnd: str, v: dict, level: str = "##") -> list[str]:
 
 
 def _unseen(ship: dict | None) -> list[str]:
-    """The shipped labelled set on the clips labelled after it was chosen (faces it never saw)."""
+    """The shipped labelled set on the development clips labelled after it was chosen."""
     if not ship or not ship.get("unseen"):
         return []
     lines = ["## The shipped labelled set on clips labelled after it was chosen", "",
              f"The set chosen {ship['date']} on {ship['faces']} faces of {len(ship['clips'] or ())} clips, applied "
-             "as the gate applies it to the faces of clips added since: a check on faces it was not chosen on.", ""]
+             "as the gate applies it to the faces of clips added since. These are development clips, tuned on "
+             "since they were added (not a held-out check), but the set's limits were not chosen on them.", ""]
     rows = [[c, *_pr(v)] for c, v in ship["unseen_per_clip"].items()] + [["all", *_pr(ship["unseen"])]]
     return lines + _table(["clip", "faces", "acceptable", "passed", "precision", "recall"], rows) + [""]
 
@@ -248,16 +249,15 @@ def write(res: dict, st: dict | None = None) -> str:
 def examples_grid(path, per_class: int = 3, scale: float = 0.75) -> str:
     """Labelled examples per verdict: one row per class ("ok", then each defect seen), up to
     ``per_class`` crop pairs from different clips, first-pass labels. For docs/qa.md."""
-    import json
 
     import cv2
     import numpy as np
     from PIL import Image
 
-    from .build import FACES, SET
+    from .build import SET, face_records
     from .labels import labels
 
-    crops = {r["id"]: r["crop"] for r in map(json.loads, FACES.read_text().splitlines()) if r.get("crop")}
+    crops = {r["id"]: r["crop"] for r in face_records() if r.get("crop")}
     import random
 
     lab = sorted(labels(1).values(), key=lambda r: r["id"])

@@ -81,7 +81,7 @@ def test_leave_one_clip_out_never_judges_a_clip_with_its_own_limits(monkeypatch)
 
 
 def test_the_committed_set_is_complete():
-    faces = {r["id"]: r for r in map(json.loads, build.FACES.read_text().splitlines())}
+    faces = {r["id"]: r for r in build.face_records()}
     gate = {r["id"] for r in build.gate_records()}
     cropped = [r for r in faces.values() if r.get("crop")]
     assert len(cropped) >= 1000 and len({r["clip"] for r in cropped}) >= 14
@@ -184,7 +184,7 @@ def test_the_held_out_clips_are_none_of_the_development_clips_and_were_chosen_by
     order = qualifying[:]
     random.Random(heldout.SEED).shuffle(order)
     assert [c["name"] for c in heldout.clips()] == order[:heldout.COUNT]
-    faces = [json.loads(x) for x in (heldout.ROOT / "faces.jsonl").read_text().splitlines()]
+    faces = build.face_records(heldout.ROOT)
     assert faces and {r["clip"] for r in faces} <= set(order[:heldout.COUNT])
     labelled = {json.loads(x)["id"] for x in (heldout.ROOT / "labels.jsonl").read_text().splitlines()}
     # every swapped face labelled, but a path judged only where it visibly changed a face
