@@ -44,6 +44,10 @@ SPECS: dict[str, tuple[float, float, float, str]] = {
     "max_blotch": (0.0, 255.0, 0.5,
                    "Maximum spread (95th - 5th percentile) of the smoothed lightness change over the face's "
                    "skin: a smudge or bright patch reads high, an even colour match low."),
+    "max_chroma_blotch": (0.0, 255.0, 0.5,
+                          "Maximum spread of the smoothed colour change (CIELAB a*, b*) over the face's skin, "
+                          "away from one even shift (95th percentile): a yellow or pink patch reads high, an even "
+                          "colour match low."),
     "max_detail_ratio": (0.0, 20.0, 0.05,
                          "Maximum fine detail of the result over the target's (pasted stubble, stripes, edges "
                          "read high)."),
@@ -135,7 +139,8 @@ class QALimitOverrides(io.ComfyNode):
     def validate_inputs(cls, min_identity=ABSENT, max_leakage=ABSENT, max_landmark_drift=ABSENT,
                         max_flicker_ratio=ABSENT, max_mouth_delta=ABSENT, min_expression_corr=ABSENT,
                         max_occluder_overwrite=ABSENT, max_colour_cast=ABSENT, max_seam_ratio=ABSENT,
-                        max_bleed=ABSENT, max_offface=ABSENT, max_blotch=ABSENT, max_detail_ratio=ABSENT,
+                        max_bleed=ABSENT, max_offface=ABSENT, max_blotch=ABSENT, max_chroma_blotch=ABSENT,
+                        max_detail_ratio=ABSENT,
                         max_texture_excess=ABSENT, min_coverage=ABSENT):
         # core's min of -1 lets any value down to -1 through; a negative limit on a non-negative metric
         # (say max_seam_ratio -0.5) would fail every face, so only -1 itself means "unset"

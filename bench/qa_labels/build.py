@@ -396,23 +396,25 @@ def same_picture(new: bytes | None, old: bytes) -> bool:
     return int(d.max()) <= SAME_MAX_DIFF and float(d.mean()) <= SAME_MEAN_DIFF
 
 
-def regate(log=print, paths: list[str] | None = None) -> list[str]:
+def regate(log=print, paths: list[str] | None = None, only: set[str] | None = None) -> list[str]:
     """Run every run of the set again with today's code and write gate.jsonl.gz anew (new gate
     metrics on the labelled faces). The labels belong to the pictures: a face whose crop is not
     the labelled picture (``same_picture``) is listed and nothing is written (rebuild and label it).
     ``paths``: only these swap paths' runs (the others' records are kept as they are: a path whose
-    code is gone cannot be run again)."""
+    code is gone cannot be run again). ``only``: only these faces (ids) and the runs that hold
+    them, e.g. a path's lineage: the earlier paths' faces on the runs today's path left unchanged,
+    which today's code draws again."""
     faces = face_records()
-    want = {r["id"]: r for r in faces}
-    gate, changed, near = [], [], 0
+    want = {r["id"]: r for r in faces if only is None or r["id"] in only}
+    gate, changed, near, seen = [], [], 0, set()
     unknown = sorted(set(paths or ()) - {path_of(r) for r in faces})
     if unknown:
         raise SystemExit(f"no labelled runs of path(s) {unknown} in {FACES}; paths there: "
                          f"{sorted({path_of(r) for r in faces})}")
-    if paths:
-        gate = [r for r in gate_records() if not want.get(r["id"]) or path_of(want[r["id"]]) not in paths]
-    for swapper in sorted({path_of(r) for r in faces} & set(paths or SWAPPERS)):
-        runs = {(r["clip"], r["source"]) for r in faces if path_of(r) == swapper}
+    if paths or only is not None:
+        gate = [r for r in gate_records() if r["id"] not in want or path_of(want[r["id"]]) not in (paths or SWAPPERS)]
+    for swapper in sorted({path_of(r) for r in want.values()} & set(paths or SWAPPERS)):
+        runs = {(r["clip"], r["source"]) for r in want.values() if path_of(r) == swapper}
         clips = [c for c in CLIPS if c.name in {k[0] for k in runs}]
         fetch(clips)          # a fresh checkout has none of them yet
         names = sorted({k[1] for k in runs})
@@ -422,27 +424,35 @@ def regate(log=print, paths: list[str] | None = None) -> list[str]:
             for r in face_rows:
                 old = want.get(r["id"])
                 if old is None:
-                    changed.append(r["id"])
+                    if only is None:
+                        changed.append(r["id"])
                 elif old.get("crop"):
                     new, labelled = crops.get(Path(old["crop"]).name), (SET / old["crop"]).read_bytes()
                     if not same_picture(new, labelled):
                         changed.append(r["id"])
                     elif new != labelled:
                         near += 1
-            gate += gate_rows
+            gate += [g for g in gate_rows if g["id"] in want]
+            seen.update(g["id"] for g in gate_rows)
             log(f"qa_labels regate: {swapper}: {clip.name} x {src.name}: {len(gate_rows)} records")
+    if only is not None:      # a face the run no longer gives (another detection) has no new record
+        changed += sorted(i for i, r in want.items() if r.get("crop") and i not in seen)
     if changed:
         log(f"qa_labels regate: {len(changed)} faces differ from their labelled crops; gate.jsonl.gz not written")
         return changed
     write_gate(gate)
-    meta = json.loads((SET / "gate_meta.json").read_text()) if paths and (SET / "gate_meta.json").is_file() else {}
-    stamp = {"measured_at_commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "crops_same_as_labelled": sum(1 for r in faces if r.get("crop") and (not paths or path_of(r) in paths)),
-             "of_them_not_byte_identical": near}
-    if paths:
-        meta.setdefault("paths", {}).update({p: stamp for p in paths})
+    partial = bool(paths) or only is not None
+    meta = json.loads((SET / "gate_meta.json").read_text()) if partial and (SET / "gate_meta.json").is_file() else {}
+    def stamp(on: set[str]) -> dict:
+        return {"measured_at_commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "crops_same_as_labelled": sum(1 for r in want.values() if r.get("crop") and path_of(r) in on),
+                "of_them_not_byte_identical": near, **({"lineage_faces_only": True} if only is not None else {})}
+    done = {path_of(r) for r in want.values()} & set(paths or SWAPPERS)
+    if partial:
+        for p in sorted(done):
+            meta.setdefault("paths", {})[p] = stamp({p})
     else:
-        meta = stamp
+        meta = stamp(done)
     (SET / "gate_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return []
 
@@ -456,10 +466,16 @@ def main(argv=None) -> None:
     ap.add_argument("--swapper", choices=sorted(SWAPPERS), default="classical", help="the built-in swap path")
     ap.add_argument("--regate", action="store_true", help="re-run the set's runs, rewrite gate.jsonl.gz only")
     ap.add_argument("--paths", help="with --regate: only these swap paths' runs (comma-separated; default: all)")
+    ap.add_argument("--lineage", help="with --regate: only the faces this path's figures are read on (its own, "
+                                      "then the earlier paths' on the runs it left unchanged: labels.LINEAGE)")
     a = ap.parse_args(argv)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
     if a.regate:
-        raise SystemExit(1 if regate(paths=split(a.paths)) else 0)
+        only = None
+        if a.lineage:
+            from .agreement import table  # agreement reads this module: imported only here
+            only = {r["id"] for r in table(a.lineage, whole=True)}
+        raise SystemExit(1 if regate(paths=split(a.paths), only=only) else 0)
     build(split(a.clips), split(a.sources), a.frames, a.every, swapper=a.swapper)
 
 

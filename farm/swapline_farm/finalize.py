@@ -49,7 +49,7 @@ TRACK_KEYS = ("mode", "threshold", "max_faces", "detect_every", "max_missing", "
 QA_FLAGS = ("sample_every", "require_redetection", "allow_no_face")
 QA_LIMITS = ("min_identity", "max_leakage", "max_landmark_drift", "max_flicker_ratio", "max_mouth_delta",
              "min_expression_corr", "max_occluder_overwrite", "max_colour_cast", "max_seam_ratio", "max_bleed",
-             "max_offface", "min_coverage", "max_blotch", "max_detail_ratio",
+             "max_offface", "min_coverage", "max_blotch", "max_chroma_blotch", "max_detail_ratio",
              "max_texture_excess")
 QA_OVERRIDES = "SwaplineQALimitOverrides"  # its limits reach the gate's 'limits' input
 QA_OPTIONS = frozenset({"enabled", "fail_job", "track", "limits", "reference", *QA_FLAGS})

@@ -36,7 +36,7 @@ SHARE_WHY = "within the shot's failing share"      # why a failing frame shipped
 DEFAULT_POLICY = FEW_FAILING_POLICY
 METRICS = ("identity", "leakage", "landmark_drift", "flicker_ratio", "mouth_delta", "eye_delta",
            "expression_corr", "occluder_overwrite", "colour_cast", "seam_ratio", "bleed", "offface",
-           "blotch", "detail_ratio", "texture_excess")
+           "blotch", "chroma_blotch", "detail_ratio", "texture_excess")
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.json")
 # Named limit sets (the QA node's "limit_set"): the sample clip's calibration, and the limits chosen
 # by a rule on faces labelled by eye over many clips (bench/qa_labels, docs/measurements/qa_agreement.md).
@@ -86,6 +86,7 @@ class QAThresholds:
     max_bleed: float = _D["max_bleed"]
     max_offface: float = _D["max_offface"]
     max_blotch: float = _D.get("max_blotch", OFF)             # lightness spread of the change over the skin
+    max_chroma_blotch: float = _D.get("max_chroma_blotch", OFF)  # chroma spread of the change over the skin
     max_detail_ratio: float = _D.get("max_detail_ratio", OFF)  # fine detail result / target (pasted texture)
     max_texture_excess: float = _D.get("max_texture_excess", OFF)  # the same, where on the skin it is worst
     min_changed: float = _D["min_changed"]                   # share of the face hull: below = not swapped
@@ -217,6 +218,7 @@ _CHECKS = (
     ("bleed", "max_bleed", "max", "foreign colour bled into the face: share", ".3f"),
     ("offface", "max_offface", "max", "pasted off the face: changed area outside the face", ".2f"),
     ("blotch", "max_blotch", "max", "blotch: uneven lightness change over the skin", ".1f"),
+    ("chroma_blotch", "max_chroma_blotch", "max", "blotch: uneven colour change over the skin", ".1f"),
     ("detail_ratio", "max_detail_ratio", "max", "pasted texture: fine detail against the target's", ".2f"),
     ("texture_excess", "max_texture_excess", "max", "pasted texture on part of the skin: fine detail against the "
                                                     "target's", ".2f"),

@@ -365,7 +365,7 @@ def _safety(scores: dict, k: int) -> dict:
 
 
 IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio", "bleed", "offface",
-              "detail_ratio", "blotch", "edge_loss", "feature_contrast", "texture_excess")
+              "detail_ratio", "blotch", "chroma_blotch", "edge_loss", "feature_contrast", "texture_excess")
 
 
 def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None) -> list[dict]:

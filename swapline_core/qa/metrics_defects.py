@@ -8,6 +8,11 @@ Each compares the result with the target on the same crop and regions as
 - ``blotch``: the spread (95th - 5th percentile) of the lightness change result - target over the
   face's skin, both smoothed first so texture and noise do not count: a colour match shifts the
   whole face evenly, a dark smudge or a bright patch on the forehead does not;
+- ``chroma_blotch``: how far the colour change result - target strays from one even shift over the
+  face's skin (95th percentile of the distance of the smoothed a*, b* change from its median): a
+  colour match moves the whole face by one vector, a yellow patch on a dark cheek or a pink one on
+  a clay face moves part of it. ``blotch`` reads lightness only and misses these; smoothed twice
+  as wide as ``blotch`` (patches, not specks);
 - ``edge_loss``: of the target's strong edges around the features and over the face (glasses frames,
   lens edges, hair strands; the eyes, brows and lips themselves are left out), the share the result
   lost (its gradient under half the target's): glasses painted over, lens edges cut;
@@ -28,6 +33,8 @@ import numpy as np
 
 DETAIL_EPS = 0.5       # grey levels added to both Laplacian energies: flat faces stay near 1
 BLOTCH_SIGMA = 0.04    # smoothing, in face sizes (sqrt of the hull's area)
+CHROMA_SIGMA = 0.08    # chroma blotch smoothing, in face sizes
+CHROMA_QUANTILE = 95.0
 STRONG_EDGE = 24.0     # grey-level gradient (Sobel magnitude) that counts as a strong edge ...
 STRONG_SHARE = 0.85    # ... and at least this quantile of the region's gradients
 LOST = 0.5             # the result keeps less than this share of the edge's gradient: lost
@@ -60,7 +67,7 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
                    occ: np.ndarray) -> dict:
     """``o``/``s``: target/result RGB crops; ``lo``/``ls`` their Lab; ``reg``: face_regions;
     ``occ``: the target's occluders on the crop (bool)."""
-    out: dict = {"detail_ratio": None, "blotch": None, "edge_loss": None,
+    out: dict = {"detail_ratio": None, "blotch": None, "chroma_blotch": None, "edge_loss": None,
                  "feature_contrast": feature_contrast(lo, ls, reg, occ), "texture_excess": None}
     hull = reg["hull"]
     go = cv2.cvtColor(o, cv2.COLOR_RGB2GRAY).astype(np.float32)
@@ -76,6 +83,7 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
         d = cv2.GaussianBlur(ls[..., 0] - lo[..., 0], (0, 0), sigma)[skin]
         p5, p95 = np.percentile(d, (5, 95))
         out["blotch"] = float(p95 - p5)
+        out["chroma_blotch"] = chroma_blotch(lo, ls, skin, max(0.5, CHROMA_SIGMA * reg["size"]))
         out["texture_excess"] = texture_excess(go, gs, skin, reg["size"])
     # occluders count here: their edges (frames, lens rims) are what a paste must not lose
     around = reg["grown"] & ~reg["features"]
@@ -86,6 +94,13 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
         if strong.sum() >= MIN_PIXELS:
             out["edge_loss"] = float((grs[strong] < LOST * gro[strong]).mean())
     return out
+
+
+def chroma_blotch(lo: np.ndarray, ls: np.ndarray, skin: np.ndarray, sigma: float) -> float:
+    """The CHROMA_QUANTILE-th percentile over ``skin`` (bool map) of the distance of the chroma change
+    (a*, b* of ``ls`` - ``lo``, Gaussian-smoothed by ``sigma`` px) from its median over the skin."""
+    d = cv2.GaussianBlur(ls[..., 1:] - lo[..., 1:], (0, 0), sigma)[skin]
+    return float(np.percentile(np.linalg.norm(d - np.median(d, axis=0), axis=1), CHROMA_QUANTILE))
 
 
 def texture_excess(go: np.ndarray, gs: np.ndarray, skin: np.ndarray, size: float) -> float | None:

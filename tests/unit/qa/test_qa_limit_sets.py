@@ -28,7 +28,7 @@ def test_the_labelled_set_is_its_file_and_every_limit_it_did_not_choose_is_off(n
     for f in ("min_changed", "min_coverage", "expression_window", "match_iou", "max_safety_score"):
         assert getattr(th, f) == getattr(cal, f), f
     # the calibrated set leaves the labelled-only metrics off: reported, never failing a face
-    assert cal.max_blotch == decide.OFF and cal.max_detail_ratio == decide.OFF
+    assert cal.max_blotch == decide.OFF and cal.max_detail_ratio == decide.OFF and cal.max_chroma_blotch == decide.OFF
 
 
 def test_an_off_limit_fails_no_face_and_draws_no_load_or_line():
