@@ -283,7 +283,8 @@ def measure(path: str = SHIPPED_PATH) -> dict:
     res = measure_path(path)
     res["path"] = path
     res["other_paths"] = {p: {k: v for k, v in measure_path(p).items() if k in ("faces", "acceptable", "shipped",
-                                                                                    "loco", "all_clips_limits")}
+                                                                                    "loco", "all_clips_limits",
+                                                                                    "per_clip")}
                           for p in SWAPPERS if p != path and table(p)}
     res["accepted"] = accepted()
     res["accepted_whole"] = accepted_whole(path)

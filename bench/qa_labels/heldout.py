@@ -220,7 +220,9 @@ USES = {
                 "once for mesh11 (round heldout-7: pasted skin never much darker than the target's; not shipped), "
                 "once each for mesh12 and mesh13 (rounds heldout-8 and heldout-9, judged where they visibly "
                 "change a face; not shipped), once for the limits the rule chose with the image wheel's "
-                "development clips added (not shipped: docs/qa.md), "
+                "development clips added (not shipped: docs/qa.md), once for the limits it chose with the "
+                "chroma-blotch reading (the gate re-read on the shipped path's faces, `--regate --lineage "
+                "mesh9`; not shipped: docs/qa.md), "
                 "and once when the labelled limit sets stopped applying the sample clip's limits they did not "
                 "choose (a change issue 48 asks for, kept although it costs precision here: docs/qa.md), "
                 "and the labellers' words (a striped patch at the chin) pointed to a "
@@ -234,7 +236,8 @@ USES = {
                  "face) and once for mesh9 (round heldout2-3: the rims voted on by the track), once for mesh11 "
                  "(round heldout2-4: pasted skin never much darker than the target's; not shipped), once each for "
                  "mesh12 and mesh13 (rounds heldout2-5 and heldout2-6; not shipped), once for the limits the rule "
-                 "chose with the image wheel's development clips added (not shipped: docs/qa.md), and once when "
+                 "chose with the image wheel's development clips added (not shipped: docs/qa.md), once for the "
+                 "limits it chose with the chroma-blotch reading (not shipped: docs/qa.md), and once when "
                  "the labelled limit sets stopped applying the sample clip's limits they did not choose (the "
                  "mesh paths' verdicts did not change)."),
 }

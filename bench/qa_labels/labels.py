@@ -224,13 +224,15 @@ def _write_sheets(rows: list[dict], first: int, sub: Path) -> Path:
     return sub / "index.json"
 
 
-def sheets(second: bool = False, out: Path = SHEETS) -> Path:
+def sheets(second: bool = False, out: Path = SHEETS, path: str | None = None,
+           sources: list[str] | None = None) -> Path:
     """Write the sheets and their index (number -> face id); returns the index path. First pass:
     every cropped face not yet labelled, numbered from 1 in the set's order (runs grouped, so a
-    labeller sees a clip's faces together). Second pass: SECOND_SHARE of the first pass's faces,
-    shuffled, numbered from 5001."""
+    labeller sees a clip's faces together); ``path``/``sources``: only that swap path's faces, of
+    those sources (a path judged where it visibly changed a face leaves the rest unlabelled on
+    purpose). Second pass: SECOND_SHARE of the first pass's faces, shuffled, numbered from 5001."""
     have = labels(1)
-    rows = faces()
+    rows = [r for r in faces() if (path is None or path_of(r) == path) and (not sources or r["source"] in sources)]
     if second:
         done2 = labels(2)
         pool = sorted(i for i in have if i not in done2)
@@ -328,6 +330,8 @@ def main(argv=None) -> None:
                    help=f"a new swap path's faces shuffled with the old path's, for one round (default {ROUND})")
     s.add_argument("--relabel", metavar="ROUND", choices=sorted(RELABEL),
                    help="faces already labelled, judged again together (RELABEL)")
+    s.add_argument("--path", help="first pass: only this swap path's faces")
+    s.add_argument("--sources", help="first pass: only these sources' faces (comma-separated)")
     m = sub.add_parser("merge")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("--index", type=Path, required=True)
@@ -337,7 +341,9 @@ def main(argv=None) -> None:
     sub.add_parser("agreement")
     a = ap.parse_args(argv)
     if a.cmd == "sheets":
-        print(relabel_sheets(a.relabel) if a.relabel else mixed_sheets(a.mixed) if a.mixed else sheets(a.second))
+        srcs = [x.strip() for x in a.sources.split(",") if x.strip()] if a.sources else None
+        print(relabel_sheets(a.relabel) if a.relabel else mixed_sheets(a.mixed) if a.mixed
+              else sheets(a.second, path=a.path, sources=srcs))
     elif a.cmd == "merge":
         print(f"{merge(a.files, a.index, a.pass_, a.labeller, a.round_)} labels added to {LABELS}")
     else:
