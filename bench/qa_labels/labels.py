@@ -230,11 +230,14 @@ def sheets(second: bool = False, out: Path = SHEETS, path: str | None = None,
     every cropped face not yet labelled, numbered from 1 in the set's order (runs grouped, so a
     labeller sees a clip's faces together); ``path``/``sources``: only that swap path's faces, of
     those sources (a path judged where it visibly changed a face leaves the rest unlabelled on
-    purpose). Second pass: SECOND_SHARE of the first pass's faces, shuffled, numbered from 5001."""
-    have = labels(1)
+    purpose). Second pass: SECOND_SHARE of the first pass's faces (with ``path``/``sources``, of
+    those faces: the share holds for them too), shuffled, numbered from 5001."""
     rows = [r for r in faces() if (path is None or path_of(r) == path) and (not sources or r["source"] in sources)]
+    have = labels(1)
     if second:
-        done2 = labels(2)
+        if path or sources:
+            have = {i: v for i, v in have.items() if i in {r["id"] for r in rows}}
+        done2 = {i: v for i, v in labels(2).items() if i in have}
         pool = sorted(i for i in have if i not in done2)
         rng = random.Random(SECOND_SEED)
         k = max(1, round(SECOND_SHARE * len(have))) - len(done2)
@@ -330,8 +333,8 @@ def main(argv=None) -> None:
                    help=f"a new swap path's faces shuffled with the old path's, for one round (default {ROUND})")
     s.add_argument("--relabel", metavar="ROUND", choices=sorted(RELABEL),
                    help="faces already labelled, judged again together (RELABEL)")
-    s.add_argument("--path", help="first pass: only this swap path's faces")
-    s.add_argument("--sources", help="first pass: only these sources' faces (comma-separated)")
+    s.add_argument("--path", help="only this swap path's faces")
+    s.add_argument("--sources", help="only these sources' faces (comma-separated)")
     m = sub.add_parser("merge")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("--index", type=Path, required=True)
