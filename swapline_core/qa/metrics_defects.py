@@ -33,7 +33,8 @@ import numpy as np
 
 DETAIL_EPS = 0.5       # grey levels added to both Laplacian energies: flat faces stay near 1
 BLOTCH_SIGMA = 0.04    # smoothing, in face sizes (sqrt of the hull's area)
-CHROMA_SIGMA = 0.08    # chroma blotch smoothing, in face sizes
+CHROMA_SIGMA = 0.08    # chroma blotch smoothing, in face sizes ...
+CHROMA_WORK_SIGMA = 2.0  # ... read where it is this many px (the change shrunk to fit)
 CHROMA_QUANTILE = 95.0
 STRONG_EDGE = 24.0     # grey-level gradient (Sobel magnitude) that counts as a strong edge ...
 STRONG_SHARE = 0.85    # ... and at least this quantile of the region's gradients
@@ -98,8 +99,20 @@ def defect_metrics(o: np.ndarray, s: np.ndarray, lo: np.ndarray, ls: np.ndarray,
 
 def chroma_blotch(lo: np.ndarray, ls: np.ndarray, skin: np.ndarray, sigma: float) -> float:
     """The CHROMA_QUANTILE-th percentile over ``skin`` (bool map) of the distance of the chroma change
-    (a*, b* of ``ls`` - ``lo``, Gaussian-smoothed by ``sigma`` px) from its median over the skin."""
-    d = cv2.GaussianBlur(ls[..., 1:] - lo[..., 1:], (0, 0), sigma)[skin]
+    (a*, b* of ``ls`` - ``lo``, Gaussian-smoothed by ``sigma`` px) from its median over the skin.
+    Read on the change shrunk until sigma is CHROMA_WORK_SIGMA px: at full size the wide blur took
+    a quarter of the face's image metrics, and a field this smooth loses nothing when shrunk."""
+    d = ls[..., 1:] - lo[..., 1:]
+    f = min(1.0, CHROMA_WORK_SIGMA / max(sigma, 1e-6))
+    if f < 1.0:
+        size = (max(1, round(d.shape[1] * f)), max(1, round(d.shape[0] * f)))
+        d = cv2.resize(d, size, interpolation=cv2.INTER_AREA)
+        small = cv2.resize(skin.astype(np.float32), size, interpolation=cv2.INTER_AREA) >= 0.5
+        skin = small if small.any() else cv2.resize(skin.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
+        sigma *= f
+    d = cv2.GaussianBlur(d, (0, 0), sigma)[skin]
+    if not len(d):
+        return 0.0
     return float(np.percentile(np.linalg.norm(d - np.median(d, axis=0), axis=1), CHROMA_QUANTILE))
 
 
