@@ -30,3 +30,10 @@ def face(analyzer):
     f = found[0][0]
     assert f.landmarks is not None
     return im, f
+
+
+@pytest.fixture(scope="module")
+def face_lm(face):
+    """(the target frame, its face's 68 points)."""
+    im, f = face
+    return im, f.landmarks

@@ -4,26 +4,14 @@ On a real face (assets/samples/target_reference.png) with the built-in analyzer'
 same face reads 0; one even colour shift over the whole face (what a colour match does) reads
 about 0; a yellow patch on one cheek, which leaves the lightness as it was, reads high while the
 lightness blotch reading hardly moves; and a limit set's limit fails a face on it, naming it.
+The face: ``face_lm`` of conftest.py.
 """
-import sys
-from pathlib import Path
+import cv2
+import numpy as np
+import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from swapline_core.qa import decide  # noqa: E402
-from swapline_core.qa.metrics_image import image_metrics  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def face_lm(face):
-    """(the target frame, its face's 68 points): the ``face`` fixture of conftest.py."""
-    im, f = face
-    return im, f.landmarks
+from swapline_core.qa import decide
+from swapline_core.qa.metrics_image import image_metrics
 
 
 def _shift_chroma(im: np.ndarray, where: np.ndarray | None, da: float, db: float) -> np.ndarray:

@@ -20,13 +20,6 @@ from swapline_core.qa import decide  # noqa: E402
 from swapline_core.qa.metrics_image import image_metrics  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def face_lm(face):
-    """(the target frame, its face's 68 points): the ``face`` fixture of conftest.py."""
-    im, f = face
-    return im, f.landmarks
-
-
 def _specks(im: np.ndarray, lm: np.ndarray, strength: float = 18.0) -> np.ndarray:
     """Fine dark specks (1-2 px, seeded) on a disc on one cheek, a fifth of the face wide."""
     out = im.astype(np.float32)
