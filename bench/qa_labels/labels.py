@@ -236,7 +236,8 @@ def sheets(second: bool = False, out: Path = SHEETS, path: str | None = None,
     have = labels(1)
     if second:
         if path or sources:
-            have = {i: v for i, v in have.items() if i in {r["id"] for r in rows}}
+            ids = {r["id"] for r in rows}
+            have = {i: v for i, v in have.items() if i in ids}
         done2 = {i: v for i, v in labels(2).items() if i in have}
         pool = sorted(i for i in have if i not in done2)
         rng = random.Random(SECOND_SEED)

@@ -4,14 +4,13 @@ On a real face (assets/samples/target_reference.png) with the built-in analyzer'
 same face reads 0; one even colour shift over the whole face (what a colour match does) reads
 about 0; a yellow patch on one cheek, which leaves the lightness as it was, reads high while the
 lightness blotch reading hardly moves; and a limit set's limit fails a face on it, naming it.
-The face: ``face_lm`` of conftest.py.
+The face, its cheek and the reading: conftest.py's fixtures.
 """
 import cv2
 import numpy as np
 import pytest
 
 from swapline_core.qa import decide
-from swapline_core.qa.metrics_image import image_metrics
 
 
 def _shift_chroma(im: np.ndarray, where: np.ndarray | None, da: float, db: float) -> np.ndarray:
@@ -24,43 +23,37 @@ def _shift_chroma(im: np.ndarray, where: np.ndarray | None, da: float, db: float
     return np.clip(cv2.cvtColor(lab, cv2.COLOR_Lab2RGB) * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
 
-def _cheek(im: np.ndarray, lm: np.ndarray) -> np.ndarray:
-    """A disc on one cheek, about a fifth of the face wide."""
-    iod = float(np.linalg.norm(lm[42:48].mean(0) - lm[36:42].mean(0)))
-    centre = lm[2] * 0.5 + lm[31] * 0.5
-    yy, xx = np.mgrid[:im.shape[0], :im.shape[1]]
-    return (xx - centre[0]) ** 2 + (yy - centre[1]) ** 2 <= (0.4 * iod) ** 2
+CHEEK = 0.4      # the yellow patch's radius, inter-ocular distances: about a fifth of the face wide
 
 
-def _read(o, s, lm) -> dict:
-    m = image_metrics(o, s, lm)
-    assert m["chroma_blotch"] is not None, "chroma_blotch not measured on a frontal face"
-    return m
+@pytest.fixture(scope="module")
+def read(reading):
+    return reading("chroma_blotch")
 
 
-def test_unchanged_face_reads_zero(face_lm):
+def test_unchanged_face_reads_zero(face_lm, read):
     im, lm = face_lm
-    assert _read(im, im.copy(), lm)["chroma_blotch"] == pytest.approx(0.0, abs=1e-6)
+    assert read(im, im.copy(), lm)["chroma_blotch"] == pytest.approx(0.0, abs=1e-6)
 
 
-def test_an_even_colour_shift_reads_low(face_lm):
+def test_an_even_colour_shift_reads_low(face_lm, read):
     im, lm = face_lm
-    m = _read(im, _shift_chroma(im, None, 6.0, 8.0), lm)
+    m = read(im, _shift_chroma(im, None, 6.0, 8.0), lm)
     assert m["chroma_blotch"] < 1.5, m["chroma_blotch"]
     assert m["colour_cast"] > 5.0, m["colour_cast"]    # the shift itself is colour_cast's to read
 
 
-def test_a_yellow_patch_reads_high_where_the_lightness_blotch_does_not(face_lm):
+def test_a_yellow_patch_reads_high_where_the_lightness_blotch_does_not(face_lm, read, cheek):
     im, lm = face_lm
-    m = _read(im, _shift_chroma(im, _cheek(im, lm), 0.0, 14.0), lm)
-    base = _read(im, im.copy(), lm)
+    m = read(im, _shift_chroma(im, cheek(im.shape, lm, CHEEK), 0.0, 14.0), lm)
+    base = read(im, im.copy(), lm)
     assert m["chroma_blotch"] > 8.0, m["chroma_blotch"]
     assert m["blotch"] - base["blotch"] < 1.0, (m["blotch"], base["blotch"])
 
 
-def test_a_limit_fails_the_face_and_names_the_reading(face_lm):
+def test_a_limit_fails_the_face_and_names_the_reading(face_lm, read, cheek):
     im, lm = face_lm
-    v = _read(im, _shift_chroma(im, _cheek(im, lm), 0.0, 14.0), lm)["chroma_blotch"]
+    v = read(im, _shift_chroma(im, cheek(im.shape, lm, CHEEK), 0.0, 14.0), lm)["chroma_blotch"]
     record = {"swapped": True, "redetected": True, "identity": 0.95, "chroma_blotch": v}
     strict = decide.QAThresholds(min_identity=0.0, max_chroma_blotch=v - 0.5)
     assert any("uneven colour change" in r for r in decide.face_reasons(strict, record))

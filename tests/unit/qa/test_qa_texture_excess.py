@@ -17,64 +17,63 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from swapline_core.qa import decide  # noqa: E402
-from swapline_core.qa.metrics_image import image_metrics  # noqa: E402
 
 
-def _specks(im: np.ndarray, lm: np.ndarray, strength: float = 18.0) -> np.ndarray:
-    """Fine dark specks (1-2 px, seeded) on a disc on one cheek, a fifth of the face wide."""
+def _specks(im: np.ndarray, disc: np.ndarray, strength: float = 18.0) -> np.ndarray:
+    """Fine dark specks (1-2 px, seeded) on ``disc`` (bool map)."""
     out = im.astype(np.float32)
-    eye_l, eye_r = lm[36:42].mean(0), lm[42:48].mean(0)
-    iod = float(np.linalg.norm(eye_r - eye_l))
-    centre = lm[2] * 0.5 + lm[31] * 0.5                  # between the jaw and the nose's side
-    yy, xx = np.mgrid[:im.shape[0], :im.shape[1]]
-    disc = (xx - centre[0]) ** 2 + (yy - centre[1]) ** 2 <= (0.35 * iod) ** 2
     noise = np.random.default_rng(7).normal(0, 1, im.shape[:2]).astype(np.float32)
     noise = cv2.GaussianBlur(noise, (0, 0), 0.7)
     out[disc] += (strength * noise / noise.std())[disc][:, None]
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
-def _read(o, s, lm) -> dict:
-    m = image_metrics(o, s, lm)
-    assert m["texture_excess"] is not None, "texture_excess not measured on a frontal face"
-    return m
+@pytest.fixture(scope="module")
+def read(reading):
+    return reading("texture_excess")
 
 
-def test_unchanged_face_reads_one(face_lm):
+@pytest.fixture(scope="module")
+def specked(face_lm, cheek):
+    """The face with specks on a disc on one cheek, a fifth of the face wide."""
     im, lm = face_lm
-    assert _read(im, im.copy(), lm)["texture_excess"] == pytest.approx(1.0, abs=1e-6)
+    return _specks(im, cheek(im.shape, lm, 0.35))
 
 
-def test_specks_on_one_cheek_read_high_where_the_face_wide_ratio_hardly_moves(face_lm):
+def test_unchanged_face_reads_one(face_lm, read):
     im, lm = face_lm
-    m = _read(im, _specks(im, lm), lm)
+    assert read(im, im.copy(), lm)["texture_excess"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_specks_on_one_cheek_read_high_where_the_face_wide_ratio_hardly_moves(face_lm, read, specked):
+    im, lm = face_lm
+    m = read(im, specked, lm)
     assert m["texture_excess"] > 1.5, m["texture_excess"]
     # the face-wide average dilutes the patch: the reason for a reading of where it is worst
     assert m["detail_ratio"] < 1.3, m["detail_ratio"]
     assert m["texture_excess"] - 1 > 2 * (m["detail_ratio"] - 1), (m["texture_excess"], m["detail_ratio"])
 
 
-def test_softened_face_does_not_read_high(face_lm):
+def test_softened_face_does_not_read_high(face_lm, read):
     im, lm = face_lm
     soft = cv2.GaussianBlur(im, (0, 0), 2.0)
-    assert _read(im, soft, lm)["texture_excess"] <= 1.0
+    assert read(im, soft, lm)["texture_excess"] <= 1.0
 
 
-def test_face_pixel_size_does_not_set_the_reading(face_lm):
+def test_face_pixel_size_does_not_set_the_reading(face_lm, read, specked):
     # read at a fixed viewing size of the face: the same specked face at half the resolution reads
     # about the same
     im, lm = face_lm
-    specked = _specks(im, lm)
-    full = _read(im, specked, lm)["texture_excess"]
+    full = read(im, specked, lm)["texture_excess"]
     h, w = im.shape[:2]
     small = [cv2.resize(x, (w // 2, h // 2), interpolation=cv2.INTER_AREA) for x in (im, specked)]
-    half = _read(*small, lm * 0.5)["texture_excess"]
+    half = read(*small, lm * 0.5)["texture_excess"]
     assert full > 1.5 and half > 1.3 and abs(full - half) < 0.35 * (full - 1), (full, half)
 
 
-def test_a_limit_fails_the_face_and_names_the_reading(face_lm):
+def test_a_limit_fails_the_face_and_names_the_reading(face_lm, read, specked):
     im, lm = face_lm
-    v = _read(im, _specks(im, lm), lm)["texture_excess"]
+    v = read(im, specked, lm)["texture_excess"]
     record = {"swapped": True, "redetected": True, "identity": 0.95, "texture_excess": v}
     strict = decide.QAThresholds(min_identity=0.0, max_texture_excess=v - 0.1)
     assert any("pasted texture on part of the skin" in r for r in decide.face_reasons(strict, record))
