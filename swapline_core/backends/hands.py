@@ -33,6 +33,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..parallel import map_frames
 from . import blazeface as bf
 from . import face_mesh as fm
 from . import mesh_models as mm
@@ -178,47 +179,70 @@ class HandDetector:
     def palms(self, rgb: np.ndarray, face_boxes: Sequence[Sequence[float]]):
         """(boxes (K, 4), keypoints (K, 7, 2), scores (K,)) of the palms in the squares around
         ``face_boxes``, frame pixels, merged across squares by weighted NMS."""
-        wins = [region(b) for b in face_boxes]
-        if not wins:
-            return np.zeros((0, 4), np.float32), np.zeros((0, 7, 2), np.float32), np.zeros(0, np.float32)
-        batch = np.stack([region_input(rgb, w) for w in wins])
-        boxes, kps, scores = [], [], []
-        for s, e in _chunks(len(batch), BATCH):
-            raw, logits = mm.run(self.palm_model, batch[s:e], self.model_dir, self.threads)
-            raw, logits = split_batch(raw, e - s), split_batch(logits, e - s)
-            for n, (x0, y0, side) in enumerate(wins[s:e]):
-                b, k, sc = decode(raw[n], logits[n], self.min_score)
-                off = np.array([x0, y0], np.float32)
-                boxes.append(b * side + np.tile(off, 2))
-                kps.append(k * side + off)
-                scores.append(sc)
-        boxes, kps, scores = np.concatenate(boxes), np.concatenate(kps), np.concatenate(scores)
-        if not len(scores):
-            return boxes, kps, scores
-        return bf.weighted_nms(boxes, kps, scores, NMS_IOU)
+        return self.palms_in([rgb], [face_boxes])[0]
+
+    def palms_in(self, frames: Sequence[np.ndarray], face_boxes: Sequence[Sequence[Sequence[float]]]) -> list[tuple]:
+        """:meth:`palms` of several frames (``face_boxes`` per frame), every frame's squares in the
+        same batches: a 16-frame chunk's one face per frame runs as two batches of 8 (2.8 ms a
+        square against 4.3 ms one at a time, 2 cores)."""
+        wins = [(f, region(b)) for f, boxes in enumerate(face_boxes) for b in boxes]
+        found: list[list] = [[[], [], []] for _ in frames]
+        if wins:
+            batch = np.stack(map_frames(lambda fw: region_input(frames[fw[0]], fw[1]), wins))
+            for s, e in _chunks(len(batch), BATCH):
+                raw, logits = mm.run(self.palm_model, batch[s:e], self.model_dir, self.threads)
+                raw, logits = split_batch(raw, e - s), split_batch(logits, e - s)
+                for n, (f, (x0, y0, side)) in enumerate(wins[s:e]):
+                    b, k, sc = decode(raw[n], logits[n], self.min_score)
+                    off = np.array([x0, y0], np.float32)
+                    for acc, v in zip(found[f], (b * side + np.tile(off, 2), k * side + off, sc)):
+                        acc.append(v)
+        out = []
+        for boxes, kps, scores in found:
+            if not boxes:
+                out.append((np.zeros((0, 4), np.float32), np.zeros((0, 7, 2), np.float32), np.zeros(0, np.float32)))
+                continue
+            boxes, kps, scores = np.concatenate(boxes), np.concatenate(kps), np.concatenate(scores)
+            out.append((boxes, kps, scores) if not len(scores) else bf.weighted_nms(boxes, kps, scores, NMS_IOU))
+        return out
 
     def landmarks(self, rgb: np.ndarray, matrices: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
         """(21-point hands in frame pixels, presence probabilities), one per hand crop."""
-        if not len(matrices):
+        return self._landmarks_of([(rgb, m) for m in matrices])
+
+    def _landmarks_of(self, crops_of: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[list[np.ndarray], np.ndarray]:
+        """:meth:`landmarks` of (frame, matrix) pairs from any frames, in one set of batches."""
+        if not len(crops_of):
             return [], np.zeros(0, np.float32)
-        crops = np.stack([hand_crop(rgb, m) for m in matrices])
+        crops = np.stack([hand_crop(rgb, m) for rgb, m in crops_of])
         points, presence = [], []
         for s, e in _chunks(len(crops), BATCH):
             lm, flag, _, _ = mm.run(self.landmark_model, crops[s:e], self.model_dir, self.threads)
             points.append(lm.reshape(-1, 21, 3))
             presence.append(flag.reshape(-1))
         points, presence = np.concatenate(points), np.concatenate(presence)
-        return [fm.to_image(p, m).astype(np.float32) for p, m in zip(points, matrices)], presence
+        return [fm.to_image(p, m).astype(np.float32) for p, (_, m) in zip(points, crops_of)], presence
 
     def hands(self, rgb: np.ndarray, face_boxes: Sequence[Sequence[float]]) -> list[Hand]:
         """The hands near any of ``face_boxes`` (x1 y1 x2 y2, frame pixels) whose landmark model
         sees a hand (presence >= ``presence``); ``rgb`` is the frame, (H, W, 3) uint8 RGB."""
-        rgb = np.ascontiguousarray(rgb)
-        if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-            raise ValueError(f"hand detection takes an (H, W, 3) uint8 RGB frame, got {rgb.dtype} {rgb.shape}")
-        boxes, kps, scores = self.palms(rgb, face_boxes)
-        mats = [hand_matrix(b, k) for b, k in zip(boxes, kps)]
-        points, presence = self.landmarks(rgb, mats)
-        return [Hand(p, float(pr), float(s), b) for p, pr, s, b in zip(points, presence, scores, boxes)
-                if pr >= self.presence]
+        return self.hands_in([rgb], [face_boxes])[0]
+
+    def hands_in(self, frames: Sequence[np.ndarray],
+                 face_boxes: Sequence[Sequence[Sequence[float]]]) -> list[list[Hand]]:
+        """:meth:`hands` of several frames (``face_boxes`` per frame), each model's inputs from
+        every frame batched together."""
+        frames = [np.ascontiguousarray(rgb) for rgb in frames]
+        for rgb in frames:
+            if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+                raise ValueError(f"hand detection takes an (H, W, 3) uint8 RGB frame, got {rgb.dtype} {rgb.shape}")
+        palms = self.palms_in(frames, face_boxes)
+        owners = [(f, n) for f, (boxes, _, _) in enumerate(palms) for n in range(len(boxes))]
+        mats = [hand_matrix(palms[f][0][n], palms[f][1][n]) for f, n in owners]
+        points, presence = self._landmarks_of([(frames[f], m) for (f, _), m in zip(owners, mats)])
+        out: list[list[Hand]] = [[] for _ in frames]
+        for (f, n), p, pr in zip(owners, points, presence):
+            if pr >= self.presence:
+                out[f].append(Hand(p, float(pr), float(palms[f][2][n]), palms[f][0][n]))
+        return out
 

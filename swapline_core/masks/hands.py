@@ -217,8 +217,10 @@ def keep_hands(frames: Sequence[np.ndarray], items, keep) -> str | None:
     by_frame: dict[int, list] = {}
     for it in items:
         by_frame.setdefault(it.i, []).append(it)
-    for i, its in by_frame.items():
-        frame = as_rgb_uint8(frames[i])
-        for it, m in zip(its, hand_masks(frame, [it.face.bbox for it in its], det)):
+    rgb = {i: as_rgb_uint8(frames[i]) for i in by_frame}
+    # every frame's faces in one set of model batches (a square at a time costs 1.5x as much)
+    found = det.hands_in([rgb[i] for i in by_frame], [[it.face.bbox for it in its] for its in by_frame.values()])
+    for (i, its), hands in zip(by_frame.items(), found):
+        for it, m in zip(its, hand_masks(rgb[i], [it.face.bbox for it in its], det, hands=hands)):
             keep(it, m)
     return None

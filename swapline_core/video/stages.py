@@ -27,7 +27,7 @@ from ..provenance.method import StageRecord, restore_record, swap_record
 from ..swap.chunk import SwapOptions, swap_chunk
 from ..types import ClipContext, Face, FaceSet, FrameFaces
 from .cuts import CutDetector
-from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk
+from .frames import FrameSequence, Layer, encode_diff_chunk, encode_layer_chunk, encode_revert_chunk
 from .store import ChunkStore, faces_key, model_stamp, stage_key
 
 # Source frames decoded past each chunk of a patch stage before it runs (FrameSequence.iter_chunks'
@@ -188,7 +188,7 @@ def patch_stage(seq: FrameSequence, faces: FaceSet, stage: str, key: str, meta: 
     report.chunks_resumed = first_missing
     for c in range(first_missing):
         if on_records is not None:
-            stored = store.load(c).get("records")
+            stored = store.load(c, ("records",)).get("records")
             if stored is not None:
                 on_records(seq.chunk_range(c).start, json.loads(stored.tobytes()))
         hooks.progress(len(seq.chunk_range(c)))
@@ -284,7 +284,7 @@ def swap_refusals(seq: FrameSequence) -> dict[int, dict]:
         for c in range(seq.n_chunks):
             if not store.has(c):
                 continue
-            stored = store.load(c).get("records")
+            stored = store.load(c, ("records",)).get("records")
             if stored is None:
                 continue
             for k, row in enumerate(json.loads(stored.tobytes())):
@@ -339,28 +339,19 @@ def revert_frames(seq: FrameSequence, frames: set[int], store_root: str, hooks: 
     """Put the original pixels back on ``frames`` (the QA gate's "keep original" policy).
 
     Implemented as one more layer, so the frame count and every other frame stay as they were.
+    The layer lists the reverted frames (``encode_revert_chunk``): nothing is decoded here, and
+    reading the sequence hands out the source's own decoded frames there.
     """
     if not frames:
         return seq
-    key = stage_key("revert", seq.key, sorted(frames))
+    key = stage_key("revert", "list", seq.key, sorted(frames))
     store = ChunkStore(store_root, key, {"stage": "revert", "frames": sorted(frames)})
-    # Only the chunks holding a reverted frame are read, each decoded once for both views; the
-    # others get an empty layer chunk.
-    chunks = {c for c in range(seq.n_chunks) if frames.intersection(seq.chunk_range(c))}
     for c in range(seq.n_chunks):
-        if c not in chunks and not store.has(c):
-            store.save(c, {"n": np.array(len(seq.chunk_range(c)))})
-    todo = sorted(c for c in chunks if not store.has(c))
-    todo_set = set(todo)
-    hooks.progress(seq.count - sum(len(seq.chunk_range(c)) for c in todo))
-    for c, orig, before in (seq.iter_chunk_pairs(todo[0]) if todo else ()):
         hooks.check_interrupt()
-        if c in todo_set:
-            store.save(c, encode_diff_chunk(before, [orig[k] if i in frames else before[k]
-                                                     for k, i in enumerate(seq.chunk_range(c))]))
-            hooks.progress(len(before))
-        if c >= todo[-1]:
-            break
+        span = seq.chunk_range(c)
+        if not store.has(c):
+            store.save(c, encode_revert_chunk(len(span), [k for k, i in enumerate(span) if i in frames]))
+        hooks.progress(len(span))
     return seq.with_layer(Layer("revert", str(store.dir.parent), key))
 
 

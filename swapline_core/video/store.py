@@ -58,7 +58,9 @@ class ChunkStore:
     def has(self, chunk: int) -> bool:
         return self.path(chunk).exists()
 
-    def load(self, chunk: int) -> dict[str, np.ndarray]:
+    def load(self, chunk: int, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+        """The chunk's arrays; with ``names``, only those of them it holds (the others are not
+        inflated: a swap layer's records without its pixels)."""
         try:
             z = np.load(self.path(chunk), allow_pickle=False)
         except FileNotFoundError:
@@ -70,7 +72,7 @@ class ChunkStore:
                 "workflow again; if ComfyUI reuses its cached result, free its node cache first "
                 "(Free model and node cache, or POST /free)") from None
         with z:
-            return {k: z[k] for k in z.files}
+            return {k: z[k] for k in z.files if names is None or k in names}
 
     def save(self, chunk: int, arrays: dict[str, np.ndarray]) -> None:
         # An .npz (np.load reads it) deflated at level 1: with the swap layers' zeroed, row-filtered

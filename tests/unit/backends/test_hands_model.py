@@ -112,6 +112,21 @@ def test_batched_palm_detection_equals_one_by_one(bernini, detector):
         assert np.allclose(raw[n], one_raw[0], atol=1e-4) and np.allclose(logits[n], one_logits[0], atol=1e-4)
 
 
+def test_hands_of_several_frames_batched_equal_one_frame_at_a_time(bernini, detector):
+    """hands_in runs every frame's squares and hand crops in shared batches (the mask stack's
+    per-chunk call): the same hands as frame by frame, to the batch's float rounding."""
+    frames, faces = bernini
+    picks = [i for i in range(len(frames)) if faces[i]][:6] + list(HAND_FRAMES)
+    together = detector.hands_in([frames[i] for i in picks], [[x.bbox for x in faces[i]] for i in picks])
+    assert sum(len(h) for h in together) > 0
+    for i, got in zip(picks, together):
+        alone = detector.hands(frames[i], [x.bbox for x in faces[i]])
+        assert len(got) == len(alone), i
+        for a, b in zip(got, alone):
+            assert np.allclose(a.points, b.points, atol=0.05) and abs(a.presence - b.presence) < 1e-3, i
+    assert detector.hands_in([], []) == []
+
+
 def test_finds_the_hand_under_the_chin(bernini, detector):
     frames, faces = bernini
     for i in HAND_FRAMES:
