@@ -136,7 +136,9 @@ QA_POLICY = "flag only"
 # heldout2-4; not shipped: docs/quality.md); "mesh12" with the membrane that brings the paste's edge to
 # the target's colour reading no edge at the lips (the target's lips pulled a dark-skinned target's
 # upper lip pale yellow; not shipped: docs/quality.md); "mesh13" with no edge read under the nose
-# either (the target's lit nose tip did the same).
+# either (the target's lit nose tip did the same); "mesh15" with the membrane's field taken by pixels
+# darker than the pasted skin at the edge in proportion to their lightness (a cool-graded source's
+# brows came out navy on a warm target).
 MTCNN = "builtin (MTCNN + dlib, no download)"
 SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh": "builtin mesh (MediaPipe mesh warp, no download)",
@@ -151,11 +153,12 @@ SWAPPERS = {"classical": "builtin classical (landmark warp, no download)",
             "mesh10": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh11": "builtin mesh (MediaPipe mesh warp, no download)",
             "mesh12": "builtin mesh (MediaPipe mesh warp, no download)",
-            "mesh13": "builtin mesh (MediaPipe mesh warp, no download)"}
+            "mesh13": "builtin mesh (MediaPipe mesh warp, no download)",
+            "mesh15": "builtin mesh (MediaPipe mesh warp, no download)"}
 MESH = "builtin mesh (BlazeFace + MediaPipe mesh, no download)"
 ANALYZERS = {"classical": MTCNN, "mesh": MTCNN, "mesh2": MESH, "mesh3": MESH, "mesh4": MESH, "mesh5": MESH,
              "mesh6": MESH, "mesh7": MESH, "mesh8": MESH, "mesh9": MESH, "mesh10": MESH,
-             "mesh11": MESH, "mesh12": MESH, "mesh13": MESH}
+             "mesh11": MESH, "mesh12": MESH, "mesh13": MESH, "mesh15": MESH}
 # the gate's per-face keys kept in gate.jsonl.gz (the mouth profiles are arrays for the window only)
 DROP_KEYS = ("mouth_profile_target", "mouth_profile_result")
 
