@@ -66,14 +66,7 @@ def membrane(warped: np.ndarray, patch: np.ndarray, paste: np.ndarray, size: flo
     mad = np.median(np.abs(d - med), axis=0) * 1.4826 + 1.0
     diff = np.clip(diff, med - CLIP_MADS * mad, med + CLIP_MADS * mad)
     field = push_pull(diff.astype(np.float32), band.astype(np.float32))
-    # An offset that suits the skin it was read beside shifts a dark feature's hue far more (the
-    # same +30 blue that cools a pale cheek turns a black brow navy: a cool-graded source on a
-    # warm target, seen on the labelled development clips). Pixels darker than the pasted skin at
-    # the edge take the field in proportion to their lightness: brows, lashes, nostrils and the
-    # lip line keep their own colour, the skin the field was read on takes it whole.
-    lum = warped.mean(axis=2)
-    share = np.clip(lum / max(float(np.median(lum[band])), 1.0), 0.0, 1.0)
-    return np.clip(warped + field * (inside * share)[..., None], 0, 255)
+    return np.clip(warped + field * inside[..., None], 0, 255)
 
 
 def skin_likeness(img: np.ndarray, reference: np.ndarray, where: np.ndarray) -> np.ndarray:
