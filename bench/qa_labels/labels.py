@@ -54,10 +54,12 @@ SECOND_SHARE, SECOND_SEED = 0.10, 48
 # path mesh11 (pasted skin never much darker than the target's) beside the same pictures; heldout-7
 # and heldout2-4 the same on the held-out sets. mixed-16, heldout-8, heldout2-5: path mesh12 (the
 # membrane reads no edge at the lips) beside the same pictures; mixed-17, heldout-9, heldout2-6: path
-# mesh13 (nor under the nose), the same way.
+# mesh13 (nor under the nose), the same way; mixed-18: path mesh15 (the membrane's field taken by dark
+# pixels in proportion to their lightness), the same way.
 ROUNDS = {"mesh": "mixed-2", "mesh2": "mixed-3", "mesh3": "mixed-4", "mesh4": "mixed-5", "mesh5": "mixed-6",
           "mesh6": "mixed-8", "mesh7": "mixed-9", "mesh8": "mixed-10", "mesh9": "mixed-11", "mesh10": "mixed-14",
-          "mesh11": "mixed-15", "mesh12": "mixed-16", "mesh13": "mixed-17"}
+          "mesh11": "mixed-15", "mesh12": "mixed-16", "mesh13": "mixed-17",
+          "mesh15": "mixed-18"}
 # Rounds that add sources to a path already judged (not a new path): mixed-7, the shipped path
 # (mesh4) on the four sources only the classical path had been judged on (small, side-lit,
 # astronaut, a second panel face), beside the classical faces of the same runs.
@@ -75,18 +77,19 @@ BESIDE = {"mixed-4": ("mesh2", "classical"), "mixed-5": ("mesh2", "classical"), 
           "mixed-14": LINEAGE["mesh9"], "mixed-15": LINEAGE["mesh9"], "heldout-7": LINEAGE["mesh9"],
           "heldout2-4": LINEAGE["mesh9"], "mixed-16": LINEAGE["mesh9"], "heldout-8": LINEAGE["mesh9"],
           "heldout2-5": LINEAGE["mesh9"], "mixed-17": LINEAGE["mesh9"], "heldout-9": LINEAGE["mesh9"],
+          "mixed-18": LINEAGE["mesh9"],
           "heldout2-6": LINEAGE["mesh9"]}
 # Rounds whose old faces are one path's per run: the first of BESIDE's with faces of that run (the
 # pictures a path built only on the runs it changed ships on the others: LINEAGE).
 BESIDE_FIRST = ("mixed-14", "mixed-15", "heldout-7", "heldout2-4", "mixed-16", "heldout-8", "heldout2-5",
-                "mixed-17", "heldout-9", "heldout2-6")
+                "mixed-17", "heldout-9", "heldout2-6", "mixed-18")
 # A held-out round and the development round of the same paths: what the gate would deliver on the
 # held-out faces is read with the limits each path's labels chose on the development round
 # (``agreement.delivered``, ``heldout.measure``).
 # Rounds judged only on the faces a path visibly changed (``bench/qa_labels/visible.py``): the path's
 # other faces are left unlabelled, the shipped picture's first label standing for both.
 VISIBLE = {"mixed-16": "mesh12", "heldout-8": "mesh12", "heldout2-5": "mesh12",
-           "mixed-17": "mesh13", "heldout-9": "mesh13", "heldout2-6": "mesh13"}
+           "mixed-17": "mesh13", "heldout-9": "mesh13", "heldout2-6": "mesh13", "mixed-18": "mesh15"}
 DEV_ROUND = {"heldout-7": "mixed-15", "heldout2-4": "mixed-15"}
 
 # Rounds that judge again faces already labelled, on shuffled sheets of their own: the same labellers
