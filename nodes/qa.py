@@ -100,6 +100,13 @@ class QAGate(io.ComfyNode):
                 io.Float.Input("max_safety_score", default=0.5, min=0.0, max=1.0, step=0.01, optional=True,
                                tooltip="The unsafe-class score (0..1) above which a frame is flagged (only with a "
                                        "safety classifier)."),
+                # last, so the widget values of workflows saved before it keep their places
+                io.Boolean.Input("fail_on_source_warning", default=True, optional=True,
+                                 tooltip="On: with a viewer-labelled limit set (the built-in swaps, which paste the "
+                                         "source photo's own pixels), every swapped face fails when Build Face Model "
+                                         "warned that the source photo is small or soft; viewers accepted 14 % of "
+                                         "such faces (docs/qa.md). Off: the warning is only noted in the report. "
+                                         "The calibrated set only notes it."),
             ],
             outputs=[Frames.Output(display_name="frames"), QAReport.Output(display_name="qa"),
                      io.String.Output(display_name="report")],
@@ -113,14 +120,16 @@ class QAGate(io.ComfyNode):
     @override
     def execute(cls, frames, faces, face_model, analyzer, policy, limit_set=decide.DEFAULT_LIMIT_SET, limits=None,
                 sample_every=1, require_redetection=True, allow_no_face=False, filename_prefix="swapline/qa",
-                safety_classifier=None, max_safety_score=0.5) -> io.NodeOutput:
+                safety_classifier=None, max_safety_score=0.5, fail_on_source_warning=True) -> io.NodeOutput:
         hidden = cls.hidden
         old = qa_limits.legacy_limits(hidden.prompt if hidden else None, hidden.unique_id if hidden else None,
                                       GATE_TITLE)
         overrides = qa_limits.merge(limits, old, GATE_TITLE)
         chosen = decide.resolve_limit_set(limit_set, [r.method for r in frames.stage_records() if r.stage == "swap"])
+        # off turns the rule off; on keeps the limit set's own choice (on only for the labelled sets)
         th = thresholds_for(analyzer, chosen, require_redetection=require_redetection, allow_no_face=allow_no_face,
-                            max_safety_score=max_safety_score, **overrides)
+                            max_safety_score=max_safety_score,
+                            fail_on_source_warning=None if fail_on_source_warning else False, **overrides)
         pbar = progress(frames.count)
         hooks = pipeline.Hooks(progress=pbar.update, check_interrupt=check_interrupt)
         models = model_manifest(frames.model_files())
@@ -134,7 +143,8 @@ class QAGate(io.ComfyNode):
         report["limit_set"] = chosen
         if overrides:
             report["limit_overrides"] = dict(sorted(overrides.items()))
-        report["limits_note"] = decide.limits_note(chosen, source_check.warnings_of(face_model))
+        report["limits_note"] = decide.limits_note(chosen, source_check.warnings_of(face_model),
+                                                   th.fail_on_source_warning)
         try:
             revert = core_qa.apply_policy(policy, report)  # raises for "fail job" when the decision is fail
         except core_qa.QAFailedError as e:

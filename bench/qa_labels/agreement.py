@@ -30,6 +30,7 @@ from swapline_core.qa.decide import _CHECKS, QAThresholds, is_off
 
 from ..paths import REPO
 from . import labels as qlabels
+from . import source_rule
 from .build import SWAPPERS, gate_records, path_of
 
 MIN_RECALL, MIN_AUC, STEP_GAIN = 0.70, 0.60, 0.005
@@ -364,6 +365,7 @@ def measure_path(path: str) -> dict:
                                                  for t, o in qlabels.TWIN.items() if o == r}}
                       for r, why in qlabels.RULED.items()},
             "policies": policy.simulate(rows, loco), "policies_shipped": policy.simulate(rows, shipped),
+            "source_rule": source_rule.figures(rows, loco, ship_pass if ship else None, source_rule.source_checks()),
             "rule": {"min_recall": MIN_RECALL, "min_auc": MIN_AUC, "step_gain": STEP_GAIN},
             "labelled_set": ship}
 

@@ -109,6 +109,34 @@ def _unseen(ship: dict | None) -> list[str]:
     return lines + _table(["clip", "faces", "acceptable", "passed", "precision", "recall"], rows) + [""]
 
 
+def source_rule_section(sr: dict | None) -> list[str]:
+    """The gate's source-check rule (``source_rule.py``): with and without it."""
+    if not sr:
+        return []
+    def said(c: dict) -> str:
+        if c.get("status") != "warn":
+            return c["status"]
+        return (f"warn (eyes {c['inter_ocular_px']} px apart, fine detail held at "
+                f"{c['detail_iod_px'] or 'no size down to 32 px'})")
+
+    checks = "; ".join(f"{n} {said(c)}" for n, c in sr["checks"].items())
+    lines = ["## A source the source check warns about", "",
+             "With a labelled limit set the gate fails every face swapped from a source photo Build Face Model "
+             "warned about (`QAThresholds.fail_on_source_warning`; `bench/qa_labels/source_rule.py`). The check on "
+             f"each labelled source photo: {checks}. Faces of warned sources: {sr['warned_faces']}, of them "
+             f"acceptable {sr['warned_accepted']}.", ""]
+    rows = []
+    for key, name in (("loco", "leave-one-clip-out"), ("shipped_set", "shipped labelled set")):
+        v = sr.get(key)
+        if not v:
+            continue
+        rows += [[name, "as it is", *_pr(v["as_is"])], [name, "warned sources' faces failed", *_pr(v["with_rule"])]]
+        if v.get("warned_as_is"):
+            rows += [[name, "warned sources' faces alone, as it is", *_pr(v["warned_as_is"])]]
+    lines += _table(["limits", "gate", "faces", "acceptable", "passed", "precision", "recall"], rows) + [""]
+    return lines
+
+
 def body(res: dict) -> list[str]:
     lines = []
     ag = res.get("agreement") or {}
@@ -182,6 +210,7 @@ def body(res: dict) -> list[str]:
                 for k, v in res[key].items()]
         lines += _table([key.split("_")[1], "faces", "acceptable", "passed (sample clip)", "precision (sample clip)",
                          "recall (sample clip)", "passed (loco)", "precision (loco)", "recall (loco)"], rows) + [""]
+    lines += source_rule_section(res.get("source_rule"))
     lines += ["## Per defect class", "",
               "Recall here: the share of faces with the defect that the gate fails (a face may have several).", ""]
     lines += _table(["defect", "faces", "failed (sample-clip limits)", "failed (leave-one-clip-out)"],

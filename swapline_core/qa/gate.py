@@ -32,6 +32,7 @@ import cv2
 import numpy as np
 
 from ..errors import SwaplineError
+from ..faces import source_check
 from ..faces.tracking import iou
 from ..metrics import observe_qa
 from ..parallel import map_frames, read_ahead
@@ -372,12 +373,14 @@ IMAGE_KEYS = ("occluder_overwrite", "occluder_share", "colour_cast", "seam_ratio
               "detail_ratio", "blotch", "chroma_blotch", "edge_loss", "feature_contrast", "texture_excess")
 
 
-def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None) -> list[dict]:
+def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None,
+             source_warned: bool = False) -> list[dict]:
     """Clip-wide steps on the raw records (in place): expression window, reasons, frame status.
 
     ``skipped`` = {frame: {track_id: reason}} from the swap stage: an unswapped face the swapper
     refused on purpose is left untouched, which is safe, so it is counted (coverage) but does not
-    fail its frame.
+    fail its frame. ``source_warned``: Build Face Model's source check warned about the face
+    model's photo (``th.fail_on_source_warning`` then fails every swapped face).
     """
     add_window_correlation(records, th.expression_window)
     for rec in records:
@@ -392,7 +395,7 @@ def finalize(records: list[dict], th: QAThresholds, skipped: dict | None = None)
                 f["skip_reason"] = why
                 f["reasons"] = []
             else:
-                f["reasons"] = face_reasons(th, f)
+                f["reasons"] = face_reasons(th, f, source_warned)
         rec["status"] = frame_status(rec["faces"])
     return records
 
@@ -405,7 +408,8 @@ def evaluate_frames(analyzer, originals: Sequence[np.ndarray], swapped: Sequence
     th = thresholds or QAThresholds()
     acc = QAAccumulator()
     acc.add(finalize(evaluate_chunk(analyzer, originals, swapped, faces, source, None, 0, th,
-                                    occluders=occluders, safety=safety), th, skipped))
+                                    occluders=occluders, safety=safety), th, skipped,
+                     bool(source_check.warnings_of(source))))
     return acc.report(th, skipped=skipped, safety_model=safety.describe() if safety is not None else None)
 
 
@@ -493,7 +497,7 @@ def run_qa(seq_original, seq_swapped, faces: FaceSet, source: SourceIdentity, an
         {"role": "qa_analyzer", "name": getattr(analyzer, "name", "?"), "recognizer": analyzer.recognizer_name}]
     if safety is not None:
         models = [*models, {"role": "content_safety", **safety.describe()}]
-    finalize(acc.records, th, skipped)
+    finalize(acc.records, th, skipped, bool(source_check.warnings_of(source)))
     rep = acc.report(th, models, skipped, safety.describe() if safety is not None else None)
     rep["sample_every"] = step
     rep["cuts"] = sorted(int(c) for c in getattr(faces, "cuts", ()))

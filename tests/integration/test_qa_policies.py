@@ -105,6 +105,39 @@ def test_keep_original_and_flag_only(comfy, source_frames):
             assert _local(kept[i], source_frames[i]) > _local(kept[i], shipped[i]) + 5.0, i
 
 
+def test_a_source_the_source_check_warns_about_keeps_every_frame_original(comfy, source_frames):
+    """The shipped workflow with a small, enlarged source photo (the development set's small
+    source: Build Face Model warns that it holds no fine detail): the labelled limit set fails every
+    swapped face for it, so the shot is delivered as it was, and the report says why; with the
+    rule switched off the faces are judged by the limits alone."""
+    from PIL import Image
+
+    from bench.generalization.devset import SMALL_FROM, small_source
+    from bench.quality import panel as qpanel
+    from devtools.media import T1, insightface_image, rgb
+
+    stage_inputs(comfy)
+    face = next(f for f in qpanel.PANEL if f.name == SMALL_FROM)
+    Image.fromarray(small_source(qpanel.crop(rgb(insightface_image(T1)), face.box))).save(
+        comfy.base_dir / "input" / "swapline_small_source.png")
+    runs = {}
+    for rule in (True, False):
+        p = _prompt(comfy, "keep original")
+        p["2"]["inputs"]["image"] = "swapline_small_source.png"
+        p["10"]["inputs"]["fail_on_source_warning"] = rule
+        hist = comfy.run(p)
+        qa = next(d["swapline_qa"][0] for d in hist["outputs"].values() if "swapline_qa" in d)
+        runs[rule] = json.loads((comfy.base_dir / "output" / qa["report_file"]).read_text())
+    on, off = runs[True], runs[False]
+    assert "flagged by Build Face Model" in on["limits_note"] and "Every swapped face fails" in on["limits_note"]
+    swapped = [f for r in on["frames"] for f in r["faces"] if f.get("swapped")]
+    assert swapped and all("source photo flagged by Build Face Model (small or soft)" in f["reasons"] for f in swapped)
+    assert on["reverted_frames"] == list(range(FRAMES))
+    assert [seg["decision"] for seg in on["segments"]] == ["kept original"]
+    assert "flagged by Build Face Model" in off["limits_note"] and "Every swapped face" not in off["limits_note"]
+    assert not any("source photo flagged" in x for r in off["frames"] for f in r["faces"] for x in f["reasons"])
+
+
 def test_fail_job_stops_with_the_reason_and_writes_the_report(comfy):
     from devtools.comfy_harness import ComfyExecutionError
 

@@ -42,8 +42,9 @@ def test_the_gate_shows_a_few_choices_and_every_input_has_a_tooltip(pack):
     io, classes, _ = pack
     gate = classes[GATE].GET_SCHEMA()
     widgets = [i.id for i in gate.inputs if isinstance(i, io.WidgetInput)]
+    # a widget added later goes last: saved workflows' widget values keep their places
     assert widgets == ["policy", "limit_set", "sample_every", "require_redetection", "allow_no_face",
-                       "filename_prefix", "max_safety_score"]
+                       "filename_prefix", "max_safety_score", "fail_on_source_warning"]
     limits = next(i for i in gate.inputs if i.id == "limits")
     assert limits.get_io_type() == "SWAPLINE_QA_LIMITS" and limits.optional
     limit_set = next(i for i in gate.inputs if i.id == "limit_set")

@@ -293,3 +293,40 @@ def test_few_failing_keeps_the_frame_count():
     swapped = [np.ones((2, 2, 3), np.uint8) for _ in range(10)]
     out = decide.merge_chunk(0, originals, swapped, revert)
     assert len(out) == 10 and [int(f[0, 0, 0]) for f in out] == [1] * 6 + [0] * 4
+
+
+def _warned_report(th, source_warned, skipped=None):
+    rows = [[face()] for _ in range(8)]
+    rows[5] = [face(changed=0.0)]                           # one face the swap left unchanged
+    records = [{"frame": i, "status": "ok", "faces": fs} for i, fs in enumerate(rows)]
+    gate.finalize(records, th, skipped, source_warned)
+    acc = decide.QAAccumulator()
+    acc.add(records)
+    rep = acc.report(th, skipped=skipped)
+    rep["cuts"] = []
+    return rep
+
+
+def test_a_labelled_set_fails_every_swapped_face_of_a_source_the_source_check_warned_about():
+    labelled = decide.limit_set("viewer-labelled (mesh swap)")
+    assert labelled.fail_on_source_warning and not decide.limit_set("calibrated (sample clip)").fail_on_source_warning
+    rep = _warned_report(labelled, source_warned=True)
+    swapped = [f for fr in rep["frames"] for f in fr["faces"] if f["swapped"]]
+    assert len(swapped) == 7 and all(decide.SOURCE_WARNING_REASON in f["reasons"] for f in swapped)
+    # the unchanged face keeps its own one reason: there is no swap of it to judge
+    assert rep["frames"][5]["faces"][0]["reasons"][0].startswith("face not swapped")
+    # no frame of the shot is delivered swapped, under either shot policy
+    assert keep(rep) == set(range(8))
+    assert decide.apply_policy("keep original unless few fail", rep) == set(range(8))
+    # a sharp source, the rule switched off, or the calibrated set: the faces are judged by the limits
+    for th, warned in ((labelled, False), (replace(labelled, fail_on_source_warning=False), True),
+                       (decide.limit_set("calibrated (sample clip)"), True)):
+        rep = _warned_report(th, warned)
+        assert not any(decide.SOURCE_WARNING_REASON in f["reasons"] for fr in rep["frames"] for f in fr["faces"])
+
+
+def test_the_note_says_the_faces_failed_for_the_source():
+    note = decide.limits_note("viewer-labelled (mesh swap)", ["the source photo: the face is small"], True)
+    assert "flagged by Build Face Model: the source photo: the face is small." in note
+    assert "Every swapped face fails for it" in note
+    assert "Every swapped face" not in decide.limits_note("viewer-labelled (mesh swap)", ["x"], False)
