@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from swapline_core.faces.tracking import iou
-from swapline_core.qa import gate
+from swapline_core.qa import redetect
 
 ROOT = Path(__file__).resolve().parents[3]
 PHOTO = ROOT / "assets" / "samples" / "target_reference.png"
@@ -25,7 +25,7 @@ def photo_and_face(analyzer):
 
 def test_mirrored_window_maps_back_onto_the_face(analyzer, photo_and_face):
     img, face = photo_and_face
-    direct, mirrored = (gate._detect_around(analyzer, [img], [[face]], [(gate.WINDOW_SCALE, m)])[0]
+    direct, mirrored = (redetect.detect_around(analyzer, [img], [[face]], [(redetect.WINDOW_SCALE, m)])[0]
                         for m in (False, True))
     assert direct and mirrored, (direct, mirrored)
     d, m = direct[0], max(mirrored, key=lambda f: iou(f.bbox, face.bbox))
@@ -38,16 +38,16 @@ def test_mirrored_window_maps_back_onto_the_face(analyzer, photo_and_face):
 
 def test_several_views_go_in_one_batch_and_all_report(analyzer, photo_and_face):
     img, face = photo_and_face
-    views = [(gate.RETRY_WINDOW_SCALE, False), (gate.WINDOW_SCALE, True)]
-    found = gate._detect_around(analyzer, [img], [[face]], views)[0]
+    views = [(redetect.RETRY_WINDOW_SCALE, False), (redetect.WINDOW_SCALE, True)]
+    found = redetect.detect_around(analyzer, [img], [[face]], views)[0]
     assert len([f for f in found if iou(f.bbox, face.bbox) > 0.5]) == 2, [f.bbox for f in found]
 
 
 def test_a_blank_window_finds_nothing_in_any_view(analyzer, photo_and_face):
     img, face = photo_and_face
     blank = np.full_like(img, 128)
-    views = [(gate.WINDOW_SCALE, False), (gate.RETRY_WINDOW_SCALE, False), (gate.WINDOW_SCALE, True)]
-    assert gate._detect_around(analyzer, [blank], [[face]], views) == [[]]
+    views = [(redetect.WINDOW_SCALE, False), (redetect.RETRY_WINDOW_SCALE, False), (redetect.WINDOW_SCALE, True)]
+    assert redetect.detect_around(analyzer, [blank], [[face]], views) == [[]]
 
 
 def test_refine_reads_the_face_at_its_box_as_detection_does(analyzer, photo_and_face):
@@ -68,7 +68,7 @@ def test_refine_reads_the_face_at_its_box_as_detection_does(analyzer, photo_and_
 
 
 def test_qa_searches_windows_only_where_refinement_found_no_face(analyzer, photo_and_face, monkeypatch):
-    """gate._redetect: the originals always get the window search (the reference geometry the
+    """redetect.redetect: the originals always get the window search (the reference geometry the
     limits were calibrated on); a result the refinement confirms costs no window, one without a
     face there gets the window search as well, in the same detector call."""
     img, face = photo_and_face
@@ -76,9 +76,9 @@ def test_qa_searches_windows_only_where_refinement_found_no_face(analyzer, photo
     calls = []
     detect = analyzer.detect
     monkeypatch.setattr(analyzer, "detect", lambda images, **kw: calls.append(len(images)) or detect(images, **kw))
-    orig, swp = gate._redetect(analyzer, [img, img], [img, blank], [[face], [face]], 0.5)
+    orig, swp = redetect.redetect(analyzer, [img, img], [img, blank], [[face], [face]], 0.5)
     assert calls == [3]                                   # two originals + the blank result, one call
-    windows = gate._detect_around(analyzer, [img], [[face]])[0]
+    windows = redetect.detect_around(analyzer, [img], [[face]])[0]
     np.testing.assert_allclose(orig[0][0].kps, windows[0].kps, atol=1e-3)    # batch of 3 vs 1: float noise
     assert [len(o) for o in orig] == [1, 1] and len(swp[0]) == 1 and swp[1] == []
     (refined,), = analyzer.refine([img], [[face]])
