@@ -53,9 +53,15 @@ class BuildFaceModel(io.ComfyNode):
         text = json.dumps({"recognizer": fm.recognizer, **fm.metadata})
         warnings = source_check.warnings_of(fm)
         if warnings:
-            text = "\n".join(f"WARNING: {w}" for w in warnings) + "\n\n" + text
+            text = ("\n".join(f"WARNING: {w}" for w in warnings) + "\n" + GATE_CONSEQUENCE + "\n\n" + text)
         return io.NodeOutput(fm, ui={**ui.PreviewText(text).as_dict(),
                                      **preview_ui(cls, source_check=fm.metadata.get("source_check"))})
+
+
+# What the warning then does downstream, said where the user can still change the photo.
+GATE_CONSEQUENCE = ("With a built-in swap and the QA Gate's default limits, every face swapped from this "
+                    "photo fails QA (the gate's fail_on_source_warning, on by default) and its shot is "
+                    "delivered unswapped.")
 
 
 def consent_inputs() -> list:

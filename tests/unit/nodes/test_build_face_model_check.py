@@ -51,6 +51,7 @@ def test_a_small_source_is_warned_about_on_the_node(nodes):
     text = out.ui["text"][0]
     assert text.startswith("WARNING: ") and check["messages"][0] in text, text
     assert "at least 32 px between the eyes" in text
+    assert "fail_on_source_warning" in text                       # what the QA gate will do with it
     assert out.ui["swapline_source_check"][0] == check          # for API users reading the history
 
 
