@@ -97,7 +97,7 @@ class QAThresholds:
     require_redetection: bool = True
     # Every swapped face fails when Build Face Model warned that the source photo is small or soft
     # (``faces.source_check``): on by default with the labelled sets only (``limit_set``), where the
-    # labels show it (SOURCE_WARNING_FAILS).
+    # labels show it (SOURCE_WARNING_REASON says why).
     fail_on_source_warning: bool = False
     allow_no_face: bool = False      # a clip with nothing evaluated passes only when this is set
     max_fail_fraction: float = 0.0   # decision "fail" when failing/evaluated frames exceed this
