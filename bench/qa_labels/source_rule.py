@@ -6,9 +6,10 @@ Which sources warn is read, not assumed: Build Face Model's check (``faces.sourc
 labelled source photo, its face found by the built-in mesh analyzer as the shipped workflow does.
 The figures: the gate leave-one-clip-out and the shipped labelled set, each as it is and with the
 warned sources' faces failed, overall and on those sources' faces alone. The rule was not chosen on
-these figures (it follows the check's own thresholds, docs/measurements/source_check.md), but the
-warning's reach is one source photo here, so the figures say what it does on the development
-clips, not how often a new source photo warns.
+these figures (it follows the check's own thresholds, docs/measurements/source_check.md), but those
+thresholds were calibrated on photos that include this very small source, and the warning's reach
+is one source photo here: the figures are the development set's, tuned on, and say what the rule
+does on those clips, not how often a new source photo warns.
 """
 from __future__ import annotations
 

@@ -206,12 +206,9 @@ class HandDetector:
             out.append((boxes, kps, scores) if not len(scores) else bf.weighted_nms(boxes, kps, scores, NMS_IOU))
         return out
 
-    def landmarks(self, rgb: np.ndarray, matrices: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
-        """(21-point hands in frame pixels, presence probabilities), one per hand crop."""
-        return self._landmarks_of([(rgb, m) for m in matrices])
-
-    def _landmarks_of(self, crops_of: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[list[np.ndarray], np.ndarray]:
-        """:meth:`landmarks` of (frame, matrix) pairs from any frames, in one set of batches."""
+    def landmarks(self, crops_of: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[list[np.ndarray], np.ndarray]:
+        """(21-point hands in frame pixels, presence probabilities), one per (frame, hand-crop
+        matrix) pair, the pairs from any frames in one set of batches."""
         if not len(crops_of):
             return [], np.zeros(0, np.float32)
         crops = np.stack([hand_crop(rgb, m) for rgb, m in crops_of])
@@ -239,7 +236,7 @@ class HandDetector:
         palms = self.palms_in(frames, face_boxes)
         owners = [(f, n) for f, (boxes, _, _) in enumerate(palms) for n in range(len(boxes))]
         mats = [hand_matrix(palms[f][0][n], palms[f][1][n]) for f, n in owners]
-        points, presence = self._landmarks_of([(frames[f], m) for (f, _), m in zip(owners, mats)])
+        points, presence = self.landmarks([(frames[f], m) for (f, _), m in zip(owners, mats)])
         out: list[list[Hand]] = [[] for _ in frames]
         for (f, n), p, pr in zip(owners, points, presence):
             if pr >= self.presence:
